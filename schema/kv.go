@@ -1,0 +1,72 @@
+package schema
+
+import "encoding/json"
+
+// KeyValue is one key's record as replies carry it.
+type KeyValue struct {
+	Key string `json:"key"`
+	// Value is absent when the read asked for keys only.
+	Value          json.RawMessage `json:"value,omitempty"`
+	CreateRevision int64           `json:"create_revision"`
+	ModRevision    int64           `json:"mod_revision"`
+	Version        int64           `json:"version"`
+	// Lease is the id of the lease the key is attached to, if any.
+	Lease int64 `json:"lease,omitempty"`
+	// RemainingMS is the time left on the key's lease, when it has one.
+	RemainingMS *int64 `json:"remaining_ms,omitempty"`
+}
+
+// KVPutRequest is the body of P.kv.put.
+type KVPutRequest struct {
+	Key   string          `json:"key"`
+	Value json.RawMessage `json:"value"`
+	// Lease attaches the key to an existing lease; 0 means none. It is a
+	// pointer so that a lease given together with ttl is refused even as 0.
+	Lease *int64 `json:"lease,omitempty"`
+	// TTL attaches the key to a new anonymous lease of this many seconds.
+	TTL    *int64 `json:"ttl,omitempty"`
+	PrevKV bool   `json:"prev_kv,omitempty"`
+}
+
+// KVPutReply answers P.kv.put.
+type KVPutReply struct {
+	Revision int64     `json:"revision"`
+	PrevKV   *KeyValue `json:"prev_kv,omitempty"`
+}
+
+// KVGetRequest is the body of P.kv.get. Exactly one of Key and Prefix is set.
+type KVGetRequest struct {
+	Key    *string `json:"key,omitempty"`
+	Prefix *string `json:"prefix,omitempty"`
+	// Limit bounds the records returned; 0 means the default.
+	Limit int `json:"limit,omitempty"`
+	// After continues a prefix listing after this key.
+	After     string `json:"after,omitempty"`
+	KeysOnly  bool   `json:"keys_only,omitempty"`
+	CountOnly bool   `json:"count_only,omitempty"`
+	// Serializable allows a local read without confirming leadership.
+	Serializable bool `json:"serializable,omitempty"`
+}
+
+// KVGetReply answers P.kv.get. Count is the number of keys matching the
+// request regardless of Limit; More says that records were left out.
+type KVGetReply struct {
+	Revision int64      `json:"revision"`
+	KVs      []KeyValue `json:"kvs"`
+	Count    int64      `json:"count"`
+	More     bool       `json:"more"`
+}
+
+// KVDeleteRequest is the body of P.kv.delete. Exactly one of Key and Prefix is set.
+type KVDeleteRequest struct {
+	Key    *string `json:"key,omitempty"`
+	Prefix *string `json:"prefix,omitempty"`
+	PrevKV bool    `json:"prev_kv,omitempty"`
+}
+
+// KVDeleteReply answers P.kv.delete.
+type KVDeleteReply struct {
+	Revision int64      `json:"revision"`
+	Deleted  int64      `json:"deleted"`
+	PrevKVs  []KeyValue `json:"prev_kvs,omitempty"`
+}

@@ -1,0 +1,716 @@
+package schema
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/concord-io/concord/subjects"
+)
+
+// wantNames is the wire contract's list of messages; a schema file more or
+// less is a change of the contract.
+var wantNames = []string{
+	"error",
+	"event",
+	"kv.delete.reply",
+	"kv.delete.request",
+	"kv.get.reply",
+	"kv.get.request",
+	"kv.put.reply",
+	"kv.put.request",
+	"lease.grant.reply",
+	"lease.grant.request",
+	"lease.info.reply",
+	"lease.info.request",
+	"lease.keepalive.reply",
+	"lease.keepalive.request",
+	"lease.list.reply",
+	"lease.list.request",
+	"lease.revoke.reply",
+	"lease.revoke.request",
+}
+
+// goTypes maps each message to the Go type that carries it.
+var goTypes = map[string]any{
+	"error":                   ErrorReply{},
+	"event":                   Event{},
+	"kv.delete.reply":         KVDeleteReply{},
+	"kv.delete.request":       KVDeleteRequest{},
+	"kv.get.reply":            KVGetReply{},
+	"kv.get.request":          KVGetRequest{},
+	"kv.put.reply":            KVPutReply{},
+	"kv.put.request":          KVPutRequest{},
+	"lease.grant.reply":       LeaseGrantReply{},
+	"lease.grant.request":     LeaseGrantRequest{},
+	"lease.info.reply":        LeaseInfo{},
+	"lease.info.request":      LeaseInfoRequest{},
+	"lease.keepalive.reply":   LeaseKeepAliveReply{},
+	"lease.keepalive.request": LeaseKeepAliveRequest{},
+	"lease.list.reply":        LeaseListReply{},
+	"lease.list.request":      LeaseListRequest{},
+	"lease.revoke.reply":      LeaseRevokeReply{},
+	"lease.revoke.request":    LeaseRevokeRequest{},
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatalf("marshal %T: %v", v, err)
+	}
+	return b
+}
+
+func rawDoc(t *testing.T, name string) map[string]any {
+	t.Helper()
+	b, ok := Raw(name)
+	if !ok {
+		t.Fatalf("Raw(%q): not found", name)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("schema %s: %v", name, err)
+	}
+	return doc
+}
+
+func TestNames(t *testing.T) {
+	got := Names()
+	if !slices.Equal(got, wantNames) {
+		t.Fatalf("Names() = %q, want %q", got, wantNames)
+	}
+	if !sort.StringsAreSorted(got) {
+		t.Errorf("Names() is not sorted: %q", got)
+	}
+	got[0] = "changed"
+	if Names()[0] != wantNames[0] {
+		t.Error("Names() returned its internal slice")
+	}
+	if len(goTypes) != len(wantNames) {
+		t.Errorf("goTypes has %d entries, want %d", len(goTypes), len(wantNames))
+	}
+}
+
+func TestSchemaID(t *testing.T) {
+	if got, want := SchemaID("kv.put.request"), "https://concord.dev/schema/kv.put.request.json"; got != want {
+		t.Errorf("SchemaID = %q, want %q", got, want)
+	}
+}
+
+func TestRaw(t *testing.T) {
+	for _, name := range append([]string{"defs"}, wantNames...) {
+		doc := rawDoc(t, name)
+		if doc["$schema"] != "https://json-schema.org/draft/2020-12/schema" {
+			t.Errorf("%s: $schema = %v", name, doc["$schema"])
+		}
+		if doc["$id"] != SchemaID(name) {
+			t.Errorf("%s: $id = %v, want %s", name, doc["$id"], SchemaID(name))
+		}
+		for _, k := range []string{"title", "description"} {
+			if s, _ := doc[k].(string); s == "" {
+				t.Errorf("%s: no %s", name, k)
+			}
+		}
+	}
+	for _, name := range []string{"", "nope", "json/event", "../schema/event", "event.json"} {
+		if _, ok := Raw(name); ok {
+			t.Errorf("Raw(%q) found a document", name)
+		}
+	}
+	b, _ := Raw("event")
+	b[0] = 'X'
+	if b2, _ := Raw("event"); b2[0] != '{' {
+		t.Error("Raw returned shared bytes")
+	}
+}
+
+func TestSchemasCompile(t *testing.T) {
+	schemas, err := compileAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range wantNames {
+		if schemas[name] == nil {
+			t.Errorf("schema %s not compiled", name)
+		}
+	}
+	if len(schemas) != len(wantNames) {
+		t.Errorf("compiled %d schemas, want %d", len(schemas), len(wantNames))
+	}
+}
+
+func TestValidateUnknownAndMalformed(t *testing.T) {
+	if err := Validate("nope", []byte(`{}`)); !errors.Is(err, ErrUnknownSchema) {
+		t.Errorf("unknown name: err = %v, want ErrUnknownSchema", err)
+	}
+	if err := Validate("defs", []byte(`{}`)); !errors.Is(err, ErrUnknownSchema) {
+		t.Errorf("defs is not a message: err = %v, want ErrUnknownSchema", err)
+	}
+	for _, data := range []string{``, `{`, `{"id":1}{"id":2}`, `{"id":1} x`, `nul`} {
+		if err := Validate("lease.revoke.request", []byte(data)); err == nil {
+			t.Errorf("malformed JSON %q accepted", data)
+		}
+	}
+	if err := Validate("lease.revoke.request", []byte(" {\"id\":1}\n")); err != nil {
+		t.Errorf("surrounding white space rejected: %v", err)
+	}
+}
+
+// walk calls fn for every object in a JSON document, with its JSON pointer.
+func walk(ptr string, v any, fn func(ptr string, obj map[string]any)) {
+	switch v := v.(type) {
+	case map[string]any:
+		fn(ptr, v)
+		for k, c := range v {
+			walk(ptr+"/"+k, c, fn)
+		}
+	case []any:
+		for i, c := range v {
+			walk(fmt.Sprintf("%s/%d", ptr, i), c, fn)
+		}
+	}
+}
+
+// TestObjectSchemasClosed checks that every object schema that declares its
+// properties rejects unknown ones, as the server does.
+func TestObjectSchemasClosed(t *testing.T) {
+	for _, name := range append([]string{"defs"}, wantNames...) {
+		doc := rawDoc(t, name)
+		delete(doc, "examples")
+		walk("", doc, func(ptr string, obj map[string]any) {
+			if obj["type"] != "object" {
+				return
+			}
+			if strings.HasSuffix(ptr, "/$defs/metadata") {
+				return // free-form user data
+			}
+			if obj["additionalProperties"] != false {
+				t.Errorf("%s#%s: object schema without \"additionalProperties\": false", name, ptr)
+			}
+		})
+	}
+}
+
+// objectSchema returns the object schema at ref-free location: the
+// document itself, or the defs.json entry it is a $ref to.
+func objectSchema(t *testing.T, name string) map[string]any {
+	t.Helper()
+	doc := rawDoc(t, name)
+	ref, ok := doc["$ref"].(string)
+	if !ok {
+		return doc
+	}
+	def, ok := strings.CutPrefix(ref, "defs.json#/$defs/")
+	if !ok {
+		t.Fatalf("%s: unexpected $ref %q", name, ref)
+	}
+	return rawDoc(t, "defs")["$defs"].(map[string]any)[def].(map[string]any)
+}
+
+// jsonFields returns the JSON names of the fields of a struct type and those
+// that are always serialised (no omitempty).
+func jsonFields(typ reflect.Type) (all, required []string) {
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		tag := f.Tag.Get("json")
+		if !f.IsExported() || tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "" {
+			name = f.Name
+		}
+		all = append(all, name)
+		if !slices.Contains(strings.Split(opts, ","), "omitempty") {
+			required = append(required, name)
+		}
+	}
+	sort.Strings(all)
+	sort.Strings(required)
+	return all, required
+}
+
+func schemaFields(obj map[string]any) (all, required []string) {
+	props, _ := obj["properties"].(map[string]any)
+	for k := range props {
+		all = append(all, k)
+	}
+	reqs, _ := obj["required"].([]any)
+	for _, r := range reqs {
+		required = append(required, r.(string))
+	}
+	sort.Strings(all)
+	sort.Strings(required)
+	return all, required
+}
+
+// TestRequiredMatchesGoTypes checks that each object schema lists exactly
+// the Go type's fields and requires exactly those serialised without
+// omitempty.
+func TestRequiredMatchesGoTypes(t *testing.T) {
+	check := func(label string, obj map[string]any, v any) {
+		t.Helper()
+		typ := reflect.TypeOf(v)
+		goAll, goReq := jsonFields(typ)
+		all, req := schemaFields(obj)
+		if !slices.Equal(all, goAll) {
+			t.Errorf("%s: schema properties %q, Go type %s has %q", label, all, typ, goAll)
+		}
+		if !slices.Equal(req, goReq) {
+			t.Errorf("%s: schema requires %q, Go type %s always has %q", label, req, typ, goReq)
+		}
+	}
+	for _, name := range wantNames {
+		check(name, objectSchema(t, name), goTypes[name])
+	}
+	errObj := rawDoc(t, "error")["properties"].(map[string]any)["error"].(map[string]any)
+	check("error/error", errObj, Error{})
+	defs := rawDoc(t, "defs")["$defs"].(map[string]any)
+	check("defs/key_value", defs["key_value"].(map[string]any), KeyValue{})
+	check("defs/lease_info", defs["lease_info"].(map[string]any), LeaseInfo{})
+}
+
+func TestErrorTableMatchesSchema(t *testing.T) {
+	errObj := rawDoc(t, "error")["properties"].(map[string]any)["error"].(map[string]any)
+	props := errObj["properties"].(map[string]any)
+	var schemaNames []string
+	for _, n := range props["name"].(map[string]any)["enum"].([]any) {
+		schemaNames = append(schemaNames, n.(string))
+	}
+	var tableNames []string
+	for _, e := range ErrorTable {
+		tableNames = append(tableNames, e.Name)
+	}
+	if !slices.Equal(schemaNames, tableNames) {
+		t.Errorf("error.json names %q, ErrorTable %q", schemaNames, tableNames)
+	}
+	for _, e := range ErrorTable {
+		body := mustJSON(t, ErrorReply{Error: Errorf(e.Name, "lease %d not found", 7)})
+		if err := Validate("error", body); err != nil {
+			t.Errorf("%s: %v", e.Name, err)
+		}
+		wrong := mustJSON(t, ErrorReply{Error: &Error{Code: e.Code + 1, Name: e.Name, Description: "x"}})
+		if err := Validate("error", wrong); err == nil {
+			t.Errorf("%s with code %d accepted", e.Name, e.Code+1)
+		}
+	}
+}
+
+// Realistic, fully populated values of the Go types.
+func sampleKV(leased bool) KeyValue {
+	kv := KeyValue{
+		Key:            "svc.api.n1",
+		Value:          json.RawMessage(`{"addr":"10.0.0.5","port":8080}`),
+		CreateRevision: 5,
+		ModRevision:    9,
+		Version:        3,
+	}
+	if leased {
+		kv.Lease = 1
+		kv.RemainingMS = ptr[int64](8712)
+	}
+	return kv
+}
+
+func sampleInfo(keys bool) LeaseInfo {
+	li := LeaseInfo{
+		ID:              1,
+		TTL:             10,
+		RemainingTTL:    8,
+		RemainingMS:     8712,
+		GrantedRevision: 4,
+		Anonymous:       false,
+		Metadata:        json.RawMessage(`{"owner":"billing","host":"n1"}`),
+		KeyCount:        2,
+	}
+	if keys {
+		li.Keys = []string{"svc.api.n1", "svc.api.n2"}
+	}
+	return li
+}
+
+// TestRoundTrip marshals fully populated replies and events from the Go
+// types and validates them, so that a field added to or renamed in a Go type
+// without its schema (or the reverse) fails here.
+func TestRoundTrip(t *testing.T) {
+	cases := []struct {
+		name string
+		v    any
+	}{
+		{"lease.grant.reply", LeaseGrantReply{ID: 1, TTL: 10, Revision: 4}},
+		{"lease.keepalive.reply", LeaseKeepAliveReply{ID: 1, TTL: 10, RemainingTTL: 10, RemainingMS: 10000}},
+		{"lease.revoke.reply", LeaseRevokeReply{Revision: 12, Deleted: 2}},
+		{"lease.info.reply", sampleInfo(true)},
+		{"lease.list.reply", LeaseListReply{Leases: []LeaseInfo{sampleInfo(false), {ID: 7, TTL: 5, RemainingTTL: 4, RemainingMS: 4999, GrantedRevision: 8, Anonymous: true, Metadata: json.RawMessage(`{}`), KeyCount: 1}}, More: true}},
+		{"kv.put.reply", KVPutReply{Revision: 10, PrevKV: ptr(sampleKV(true))}},
+		{"kv.get.reply", KVGetReply{Revision: 10, KVs: []KeyValue{sampleKV(true), sampleKV(false)}, Count: 3, More: true}},
+		{"kv.delete.reply", KVDeleteReply{Revision: 11, Deleted: 2, PrevKVs: []KeyValue{sampleKV(true), sampleKV(false)}}},
+		{"event", Event{Type: EventPut, Key: "svc.api.n1", Value: json.RawMessage(`{"addr":"10.0.0.5"}`), Revision: 9, OpIndex: 0, CreateRevision: 5, ModRevision: 9, Version: 3, Lease: 1, Cause: CausePut}},
+		{"event", Event{Type: EventDelete, Key: "svc.api.n2", Revision: 12, OpIndex: 1, ModRevision: 12, Lease: 1, Cause: CauseLeaseRevoked}},
+		{"error", ErrorReply{Error: Errorf(ErrLeaseNotFound, "lease %d not found", 7)}},
+	}
+	seen := map[string]bool{}
+	for _, c := range cases {
+		seen[c.name] = true
+		// Every field of the value must be set, or the test would not see a
+		// field that the schema lacks.
+		if _, ok := c.v.(ErrorReply); !ok {
+			assertPopulated(t, c.name, reflect.ValueOf(c.v))
+		}
+		if err := Validate(c.name, mustJSON(t, c.v)); err != nil {
+			t.Errorf("%s: %T does not validate: %v", c.name, c.v, err)
+		}
+	}
+	for _, name := range wantNames {
+		if (strings.HasSuffix(name, ".reply") || name == "event" || name == "error") && !seen[name] {
+			t.Errorf("no round-trip case for %s", name)
+		}
+	}
+}
+
+// assertPopulated fails when a struct field (recursively) is the zero value,
+// except fields that are zero by the rules (OpIndex of a first event, the
+// revisions and version of a delete event, and Anonymous).
+func assertPopulated(t *testing.T, label string, v reflect.Value) {
+	t.Helper()
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			assertPopulated(t, label, v.Elem())
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			assertPopulated(t, fmt.Sprintf("%s[%d]", label, i), v.Index(i))
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			f := v.Type().Field(i)
+			fv := v.Field(i)
+			switch f.Name {
+			case "OpIndex", "Anonymous", "CreateRevision", "Version", "Value", "Lease", "RemainingMS", "Keys":
+				// May be zero or absent by the rules; other cases cover them.
+			default:
+				if fv.IsZero() {
+					t.Errorf("%s: round-trip value leaves %s.%s unset", label, v.Type(), f.Name)
+				}
+			}
+			assertPopulated(t, label+"."+f.Name, fv)
+		}
+	}
+}
+
+type example struct {
+	name string
+	doc  string
+}
+
+func js(t *testing.T, v any) string { return string(mustJSON(t, v)) }
+
+func validExamples(t *testing.T) []example {
+	key := "svc.api.n1"
+	prefix := "svc."
+	empty := ""
+	return []example{
+		// lease.grant
+		{"lease.grant.request", js(t, LeaseGrantRequest{TTL: 10})},
+		{"lease.grant.request", js(t, LeaseGrantRequest{TTL: 1, ID: 42, Metadata: json.RawMessage(`{"owner":"billing","tags":["a","b"]}`)})},
+		{"lease.grant.request", `{"ttl":10,"id":0}`},
+		{"lease.grant.request", `{"ttl":10,"metadata":{}}`},
+		{"lease.grant.reply", js(t, LeaseGrantReply{ID: 1, TTL: 10, Revision: 0})},
+		// lease.keepalive
+		{"lease.keepalive.request", js(t, LeaseKeepAliveRequest{ID: 1})},
+		{"lease.keepalive.request", js(t, LeaseKeepAliveRequest{ID: 1, TTL: ptr[int64](60)})},
+		{"lease.keepalive.reply", js(t, LeaseKeepAliveReply{ID: 1, TTL: 60, RemainingTTL: 60, RemainingMS: 60000})},
+		{"lease.keepalive.reply", js(t, LeaseKeepAliveReply{ID: 9007199254740991, TTL: 1, RemainingTTL: 0, RemainingMS: 0})},
+		// lease.revoke
+		{"lease.revoke.request", js(t, LeaseRevokeRequest{ID: 3})},
+		{"lease.revoke.reply", js(t, LeaseRevokeReply{Revision: 0, Deleted: 0})},
+		{"lease.revoke.reply", js(t, LeaseRevokeReply{Revision: 17, Deleted: 10000})},
+		// lease.info
+		{"lease.info.request", js(t, LeaseInfoRequest{ID: 1})},
+		{"lease.info.request", js(t, LeaseInfoRequest{ID: 1, Keys: true})},
+		{"lease.info.reply", js(t, sampleInfo(false))},
+		{"lease.info.reply", js(t, sampleInfo(true))},
+		{"lease.info.reply", js(t, LeaseInfo{ID: 5, TTL: 3, Anonymous: true, Metadata: json.RawMessage(`{}`), KeyCount: 1})},
+		// lease.list
+		{"lease.list.request", js(t, LeaseListRequest{})},
+		{"lease.list.request", js(t, LeaseListRequest{IncludeAnonymous: true, Limit: 10000, After: 250})},
+		{"lease.list.request", `{"limit":1,"after":0}`},
+		{"lease.list.reply", js(t, LeaseListReply{Leases: []LeaseInfo{}, More: false})},
+		{"lease.list.reply", js(t, LeaseListReply{Leases: []LeaseInfo{sampleInfo(false)}, More: true})},
+		// kv.put
+		{"kv.put.request", js(t, KVPutRequest{Key: key, Value: json.RawMessage(`{"addr":"10.0.0.5"}`), Lease: ptr[int64](1)})},
+		{"kv.put.request", js(t, KVPutRequest{Key: "locks.job7", Value: json.RawMessage(`"worker-3"`), TTL: ptr[int64](15), PrevKV: true})},
+		{"kv.put.request", js(t, KVPutRequest{Key: "config", Value: json.RawMessage(`null`)})},
+		{"kv.put.request", `{"key":"a","value":[1,2,{"x":true}]}`},
+		{"kv.put.request", `{"key":"a","value":0,"lease":0}`},
+		{"kv.put.request", `{"key":"a!\"#$%&'()+,-/09:;<=?@AZ[\\]^_` + "`" + `az{|}~","value":1}`},
+		{"kv.put.request", js(t, KVPutRequest{Key: strings.Repeat("k", 1024), Value: json.RawMessage(`1`)})},
+		{"kv.put.reply", js(t, KVPutReply{Revision: 5})},
+		{"kv.put.reply", js(t, KVPutReply{Revision: 6, PrevKV: ptr(sampleKV(true))})},
+		// kv.get
+		{"kv.get.request", js(t, KVGetRequest{Key: &key})},
+		{"kv.get.request", js(t, KVGetRequest{Prefix: &prefix, Limit: 100, After: "svc.api.n1", KeysOnly: true})},
+		{"kv.get.request", js(t, KVGetRequest{Prefix: &empty, CountOnly: true, Serializable: true})},
+		{"kv.get.request", `{"prefix":"svc.ap"}`},
+		{"kv.get.reply", js(t, KVGetReply{Revision: 5, KVs: []KeyValue{}, Count: 0})},
+		{"kv.get.reply", js(t, KVGetReply{Revision: 9, KVs: []KeyValue{sampleKV(true), sampleKV(false)}, Count: 2})},
+		{"kv.get.reply", js(t, KVGetReply{Revision: 9, KVs: []KeyValue{{Key: key, CreateRevision: 5, ModRevision: 9, Version: 3}}, Count: 40, More: true})},
+		// kv.delete
+		{"kv.delete.request", js(t, KVDeleteRequest{Key: &key})},
+		{"kv.delete.request", js(t, KVDeleteRequest{Prefix: &prefix, PrevKV: true})},
+		{"kv.delete.request", js(t, KVDeleteRequest{Prefix: &empty})},
+		{"kv.delete.reply", js(t, KVDeleteReply{Revision: 9, Deleted: 0})},
+		{"kv.delete.reply", js(t, KVDeleteReply{Revision: 10, Deleted: 1, PrevKVs: []KeyValue{sampleKV(false)}})},
+		// event
+		{"event", js(t, Event{Type: EventPut, Key: key, Value: json.RawMessage(`{"addr":"10.0.0.5"}`), Revision: 5, CreateRevision: 5, ModRevision: 5, Version: 1, Lease: 1, Cause: CausePut})},
+		{"event", js(t, Event{Type: EventPut, Key: key, Value: json.RawMessage(`null`), Revision: 6, CreateRevision: 5, ModRevision: 6, Version: 2, Cause: CausePut})},
+		{"event", js(t, Event{Type: EventDelete, Key: key, Revision: 7, ModRevision: 7, Cause: CauseDelete})},
+		{"event", js(t, Event{Type: EventDelete, Key: key, Revision: 8, OpIndex: 3, ModRevision: 8, Lease: 1, Cause: CauseLeaseExpired})},
+		{"event", js(t, Event{Type: EventDelete, Key: key, Revision: 8, OpIndex: 4, ModRevision: 8, Lease: 2, Cause: CauseLeaseRevoked})},
+		// error
+		{"error", `{"error":{"code":404,"name":"lease_not_found","description":"lease 7 not found"}}`},
+		{"error", js(t, ErrorReply{Error: Errorf(ErrInvalidRequest, "ttl: must be at least 1")})},
+		{"error", js(t, ErrorReply{Error: Errorf(ErrNotLeader, "not the leader")})},
+	}
+}
+
+func invalidExamples() []example {
+	return []example{
+		// lease.grant
+		{"lease.grant.request", `{}`},                                   // missing ttl
+		{"lease.grant.request", `{"ttl":0}`},                            // ttl 0
+		{"lease.grant.request", `{"ttl":-5}`},                           // negative ttl
+		{"lease.grant.request", `{"ttl":1.5}`},                          // fractional ttl
+		{"lease.grant.request", `{"ttl":"10"}`},                         // wrong type
+		{"lease.grant.request", `{"ttl":10,"id":-1}`},                   // negative id
+		{"lease.grant.request", `{"ttl":10,"id":9007199254740992}`},     // id beyond 2^53-1
+		{"lease.grant.request", `{"ttl":10,"metadata":"owner=x"}`},      // metadata not an object
+		{"lease.grant.request", `{"ttl":10,"metadata":[1]}`},            // metadata not an object
+		{"lease.grant.request", `{"ttl":10,"metadata":null}`},           // metadata not an object
+		{"lease.grant.request", `{"ttl":10,"lease":1}`},                 // unknown field
+		{"lease.grant.request", `[{"ttl":10}]`},                         // not an object
+		{"lease.grant.reply", `{"id":1,"ttl":10}`},                      // missing revision
+		{"lease.grant.reply", `{"id":0,"ttl":10,"revision":0}`},         // id 0
+		{"lease.grant.reply", `{"id":1,"ttl":10,"revision":0,"x":1}`},   // unknown field
+		{"lease.keepalive.request", `{"id":0}`},                         // id 0
+		{"lease.keepalive.request", `{"ttl":10}`},                       // missing id
+		{"lease.keepalive.request", `{"id":1,"ttl":0}`},                 // ttl 0
+		{"lease.keepalive.request", `{"id":"1"}`},                       // wrong type
+		{"lease.keepalive.reply", `{"id":1,"ttl":10,"remaining_ms":1}`}, // missing remaining_ttl
+		{"lease.keepalive.reply", `{"id":1,"ttl":10,"remaining_ttl":-1,"remaining_ms":1}`},
+		{"lease.revoke.request", `{}`},
+		{"lease.revoke.request", `{"id":1,"keys":true}`},
+		{"lease.revoke.reply", `{"revision":1}`},
+		{"lease.revoke.reply", `{"revision":1,"deleted":-1}`},
+		{"lease.info.request", `{"id":1,"keys":"yes"}`},
+		{"lease.info.request", `{"id":-3}`},
+		{"lease.info.reply", `{"id":1,"ttl":10,"remaining_ttl":8,"remaining_ms":8000,"granted_revision":0,"anonymous":false,"key_count":0}`},                              // missing metadata
+		{"lease.info.reply", `{"id":1,"ttl":10,"remaining_ttl":8,"remaining_ms":8000,"granted_revision":0,"anonymous":false,"metadata":null,"key_count":0}`},              // metadata null
+		{"lease.info.reply", `{"id":1,"ttl":10,"remaining_ttl":8,"remaining_ms":8000,"granted_revision":0,"anonymous":false,"metadata":{},"key_count":1,"keys":["a b"]}`}, // bad key
+		{"lease.info.reply", `{"id":1,"ttl":10,"remaining_ttl":8,"remaining_ms":8000,"granted_revision":0,"anonymous":false,"metadata":{},"key_count":0,"deadline":12}`},  // unknown field
+		{"lease.info.reply", `{"id":1,"ttl":0,"remaining_ttl":8,"remaining_ms":8000,"granted_revision":0,"anonymous":false,"metadata":{},"key_count":0}`},                 // ttl 0
+		{"lease.list.request", `{"limit":-1}`},
+		{"lease.list.request", `{"limit":10001}`},
+		{"lease.list.request", `{"after":-1}`},
+		{"lease.list.request", `{"include_anonymous":1}`},
+		{"lease.list.request", `{"prefix":""}`},
+		{"lease.list.reply", `{"more":false}`},
+		{"lease.list.reply", `{"leases":null,"more":false}`},
+		{"lease.list.reply", `{"leases":[{"id":1,"ttl":10,"remaining_ttl":8,"remaining_ms":8000,"granted_revision":0,"anonymous":false,"metadata":{},"key_count":1,"keys":["a"]}],"more":false}`}, // keys in a listing
+		// kv.put
+		{"kv.put.request", `{"key":"a"}`},                              // missing value
+		{"kv.put.request", `{"value":1}`},                              // missing key
+		{"kv.put.request", `{"key":"a","value":1,"lease":1,"ttl":10}`}, // lease and ttl
+		{"kv.put.request", `{"key":"a","value":1,"lease":0,"ttl":10}`}, // lease and ttl present
+		{"kv.put.request", `{"key":"a","value":1,"ttl":0}`},            // ttl 0
+		{"kv.put.request", `{"key":"a","value":1,"lease":-1}`},
+		{"kv.put.request", `{"key":"a","value":1,"lease":"1"}`},
+		{"kv.put.request", `{"key":"a","value":1,"prev_kv":"true"}`},
+		{"kv.put.request", `{"key":"a","value":1,"version":3}`}, // unknown field
+		{"kv.put.request", `{"key":"","value":1}`},
+		{"kv.put.request", `{"key":"svc api","value":1}`},
+		{"kv.put.request", `{"key":"svc.*","value":1}`},
+		{"kv.put.request", `{"key":"svc.>","value":1}`},
+		{"kv.put.request", `{"key":"svc..api","value":1}`},
+		{"kv.put.request", `{"key":".svc","value":1}`},
+		{"kv.put.request", `{"key":"svc.","value":1}`},
+		{"kv.put.request", `{"key":"svc\tapi","value":1}`},
+		{"kv.put.request", `{"key":"svc\napi","value":1}`},
+		{"kv.put.request", `{"key":"caf\u00e9","value":1}`},
+		{"kv.put.request", `{"key":"a\u007f","value":1}`},
+		{"kv.put.request", `{"key":"` + strings.Repeat("k", 1025) + `","value":1}`},
+		{"kv.put.request", `{"key":7,"value":1}`},
+		{"kv.put.reply", `{}`},
+		{"kv.put.reply", `{"revision":0}`},
+		{"kv.put.reply", `{"revision":5,"prev_kv":null}`},
+		{"kv.put.reply", `{"revision":5,"prev_kv":{"key":"a","value":1,"create_revision":1,"mod_revision":1,"version":1,"lease":1}}`},        // lease without remaining_ms
+		{"kv.put.reply", `{"revision":5,"prev_kv":{"key":"a","value":1,"create_revision":1,"mod_revision":1,"version":1,"remaining_ms":5}}`}, // remaining_ms without lease
+		{"kv.put.reply", `{"revision":5,"prev_kv":{"key":"a","value":1,"create_revision":1,"mod_revision":1,"version":0}}`},                  // version 0
+		{"kv.put.reply", `{"revision":5,"prev_kv":{"key":"a","value":1,"mod_revision":1,"version":1}}`},                                      // missing create_revision
+		// kv.get
+		{"kv.get.request", `{}`},                        // neither key nor prefix
+		{"kv.get.request", `{"limit":10}`},              // neither key nor prefix
+		{"kv.get.request", `{"key":"a","prefix":"a"}`},  // both
+		{"kv.get.request", `{"key":"a","prefix":""}`},   // both
+		{"kv.get.request", `{"key":""}`},                // empty key
+		{"kv.get.request", `{"key":"a b"}`},             // space
+		{"kv.get.request", `{"key":"svc.*"}`},           // wildcard
+		{"kv.get.request", `{"prefix":"svc.>"}`},        // wildcard
+		{"kv.get.request", `{"prefix":".svc"}`},         // empty first token
+		{"kv.get.request", `{"prefix":"svc..a"}`},       // empty token
+		{"kv.get.request", `{"prefix":"a b"}`},          // space
+		{"kv.get.request", `{"prefix":"a","limit":-1}`}, // negative limit
+		{"kv.get.request", `{"prefix":"a","limit":10001}`},
+		{"kv.get.request", `{"prefix":"a","limit":"10"}`},
+		{"kv.get.request", `{"prefix":"a","keys_only":1}`},
+		{"kv.get.request", `{"prefix":"a","revision":3}`}, // unknown field
+		{"kv.get.request", `{"key":null}`},
+		{"kv.get.reply", `{"revision":1,"kvs":[],"count":0}`}, // missing more
+		{"kv.get.reply", `{"revision":1,"kvs":null,"count":0,"more":false}`},
+		{"kv.get.reply", `{"revision":1,"kvs":[{"key":"a","value":1}],"count":1,"more":false}`},
+		{"kv.get.reply", `{"revision":1,"kvs":[],"count":0,"more":false,"header":{}}`},
+		// kv.delete
+		{"kv.delete.request", `{}`},
+		{"kv.delete.request", `{"prev_kv":true}`},
+		{"kv.delete.request", `{"key":"a","prefix":"a"}`},
+		{"kv.delete.request", `{"key":"a.>"}`},
+		{"kv.delete.request", `{"key":"a","lease":1}`},
+		{"kv.delete.reply", `{"revision":1}`},
+		{"kv.delete.reply", `{"revision":1,"deleted":1,"prev_kvs":{}}`},
+		{"kv.delete.reply", `{"revision":"1","deleted":1}`},
+		// event
+		{"event", `{"type":"patch","key":"a","value":1,"revision":1,"op_index":0,"create_revision":1,"mod_revision":1,"version":1,"lease":0,"cause":"put"}`},        // bad type
+		{"event", `{"type":"delete","key":"a","value":1,"revision":2,"op_index":0,"create_revision":0,"mod_revision":2,"version":0,"lease":0,"cause":"delete"}`},    // value on delete
+		{"event", `{"type":"delete","key":"a","value":null,"revision":2,"op_index":0,"create_revision":0,"mod_revision":2,"version":0,"lease":0,"cause":"delete"}`}, // value on delete
+		{"event", `{"type":"put","key":"a","revision":1,"op_index":0,"create_revision":1,"mod_revision":1,"version":1,"lease":0,"cause":"put"}`},                    // put without value
+		{"event", `{"type":"put","key":"a","value":1,"revision":1,"op_index":0,"create_revision":1,"mod_revision":1,"version":1,"lease":0,"cause":"expired"}`},      // bad cause
+		{"event", `{"type":"put","key":"a","value":1,"revision":1,"op_index":0,"create_revision":1,"mod_revision":1,"version":1,"lease":0,"cause":"delete"}`},       // put with a delete cause
+		{"event", `{"type":"delete","key":"a","revision":2,"op_index":0,"create_revision":0,"mod_revision":2,"version":0,"lease":0,"cause":"put"}`},                 // delete with cause put
+		{"event", `{"type":"delete","key":"a","revision":2,"op_index":0,"create_revision":0,"mod_revision":2,"version":0,"lease":0,"cause":"lease_expired"}`},       // expiry without lease
+		{"event", `{"type":"delete","key":"a","revision":2,"op_index":0,"create_revision":1,"mod_revision":2,"version":1,"lease":0,"cause":"delete"}`},              // delete with a version
+		{"event", `{"type":"put","key":"a","value":1,"revision":1,"op_index":0,"create_revision":1,"mod_revision":1,"version":1,"cause":"put"}`},                    // missing lease
+		{"event", `{"type":"put","key":"a","value":1,"revision":1,"op_index":-1,"create_revision":1,"mod_revision":1,"version":1,"lease":0,"cause":"put"}`},
+		{"event", `{"type":"put","key":"a b","value":1,"revision":1,"op_index":0,"create_revision":1,"mod_revision":1,"version":1,"lease":0,"cause":"put"}`},
+		{"event", `{"type":"put","key":"a","value":1,"revision":1,"op_index":0,"create_revision":1,"mod_revision":1,"version":1,"lease":0,"cause":"put","prev":1}`},
+		// error
+		{"error", `{"code":404,"name":"lease_not_found","description":"x"}`},                         // not wrapped
+		{"error", `{"error":{"code":404,"name":"lease_not_found"}}`},                                 // missing description
+		{"error", `{"error":{"code":404,"name":"lease_missing","description":"x"}}`},                 // unknown name
+		{"error", `{"error":{"code":"404","name":"lease_not_found","description":"x"}}`},             // wrong type
+		{"error", `{"error":{"code":500,"name":"lease_not_found","description":"x"}}`},               // code does not match name
+		{"error", `{"error":{"code":404,"name":"lease_not_found","description":"x","retry":false}}`}, // unknown field
+		{"error", `{"error":{"code":404,"name":"lease_not_found","description":"x"},"request":"a"}`}, // unknown field
+		{"error", `{"error":null}`},
+	}
+}
+
+func TestValidExamples(t *testing.T) {
+	counts := map[string]int{}
+	for i, ex := range validExamples(t) {
+		counts[ex.name]++
+		if err := Validate(ex.name, []byte(ex.doc)); err != nil {
+			t.Errorf("valid #%d %s %s rejected: %v", i, ex.name, ex.doc, err)
+		}
+	}
+	for _, name := range wantNames {
+		if counts[name] == 0 {
+			t.Errorf("no valid example for %s", name)
+		}
+	}
+}
+
+func TestInvalidExamples(t *testing.T) {
+	counts := map[string]int{}
+	for i, ex := range invalidExamples() {
+		counts[ex.name]++
+		if err := Validate(ex.name, []byte(ex.doc)); err == nil {
+			t.Errorf("invalid #%d %s %s accepted", i, ex.name, ex.doc)
+		}
+	}
+	for _, name := range wantNames {
+		if counts[name] == 0 {
+			t.Errorf("no invalid example for %s", name)
+		}
+	}
+}
+
+// TestKeyRulesMatchSubjects checks the schema's key and prefix patterns
+// against the subjects package, which the server uses.
+func TestKeyRulesMatchSubjects(t *testing.T) {
+	var candidates []string
+	for c := 0; c < 128; c++ {
+		ch := string(rune(c))
+		candidates = append(candidates, ch, "a"+ch, ch+"b", "a"+ch+"b", "a."+ch, ch+".b", "a."+ch+".b")
+	}
+	candidates = append(candidates, "", ".", "..", "a.", ".a", "a..b", "a.b.", "svc.api.n1", "\u00e9", "a\u00e9",
+		strings.Repeat("x", 1024), strings.Repeat("x", 1025), strings.Repeat("a.", 511)+"ab", strings.Repeat("a.", 512))
+	for _, k := range candidates {
+		keyErr := subjects.ValidateKey(k, subjects.MaxKeyBytes)
+		doc := js(t, map[string]any{"key": k, "value": 1})
+		if err := Validate("kv.put.request", []byte(doc)); (err == nil) != (keyErr == nil) {
+			t.Errorf("key %q: schema valid=%v, subjects.ValidateKey: %v", k, err == nil, keyErr)
+		}
+		prefixErr := subjects.ValidatePrefix(k, subjects.MaxKeyBytes)
+		doc = js(t, map[string]any{"prefix": k})
+		if err := Validate("kv.get.request", []byte(doc)); (err == nil) != (prefixErr == nil) {
+			t.Errorf("prefix %q: schema valid=%v, subjects.ValidatePrefix: %v", k, err == nil, prefixErr)
+		}
+	}
+}
+
+func TestValidateConcurrent(t *testing.T) {
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 50 {
+				doc := fmt.Sprintf(`{"id":%d,"ttl":10,"revision":%d}`, i+1, j)
+				if err := Validate("lease.grant.reply", []byte(doc)); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := Validate("lease.grant.reply", []byte(`{"id":0}`)); err == nil {
+					t.Error("invalid reply accepted")
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func BenchmarkValidateEvent(b *testing.B) {
+	doc, _ := json.Marshal(Event{Type: EventPut, Key: "svc.api.n1", Value: json.RawMessage(`{"addr":"10.0.0.5"}`), Revision: 9, CreateRevision: 5, ModRevision: 9, Version: 3, Lease: 1, Cause: CausePut})
+	for b.Loop() {
+		if err := Validate("event", doc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestSchemaExamples checks that the examples embedded in each schema, which
+// other-language clients read as documentation, are valid.
+func TestSchemaExamples(t *testing.T) {
+	for _, name := range wantNames {
+		examples, _ := rawDoc(t, name)["examples"].([]any)
+		if len(examples) == 0 {
+			t.Errorf("%s: no examples", name)
+		}
+		for i, ex := range examples {
+			if err := Validate(name, mustJSON(t, ex)); err != nil {
+				t.Errorf("%s: example %d: %v", name, i, err)
+			}
+		}
+	}
+}
