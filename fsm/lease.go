@@ -1,0 +1,148 @@
+package fsm
+
+import (
+	"github.com/concord-io/concord/schema"
+)
+
+func (s *State) getLease(id int64) *lease {
+	l, _ := s.leases.Get(&lease{id: id})
+	return l
+}
+
+// setLease inserts or replaces a lease and keeps the deadline index in step.
+func (s *State) setLease(l *lease) {
+	old, replaced := s.leases.ReplaceOrInsert(l)
+	if replaced {
+		s.expiry.Delete(deadlineEntry{old.deadline, old.id})
+	} else if l.anonymous {
+		s.anonymous++
+	}
+	s.expiry.ReplaceOrInsert(deadlineEntry{l.deadline, l.id})
+}
+
+// dropLease removes a lease record; its keys must already be gone.
+func (s *State) dropLease(l *lease) {
+	s.leases.Delete(l)
+	s.expiry.Delete(deadlineEntry{l.deadline, l.id})
+	if l.anonymous {
+		s.anonymous--
+	}
+}
+
+// nextFreeID takes the next id from the counter. Ids below the counter are
+// never handed out again, even after their lease is gone.
+func (s *State) nextFreeID() int64 {
+	for s.getLease(s.nextLeaseID) != nil {
+		s.nextLeaseID++
+	}
+	id := s.nextLeaseID
+	s.nextLeaseID++
+	return id
+}
+
+func (s *State) grant(now int64, g *Grant) (any, error) {
+	if int64(s.leases.Len()) >= s.limits.MaxLeases {
+		return nil, errf(ErrLimitExceeded, "%d active leases is the maximum", s.limits.MaxLeases)
+	}
+	id := g.ID
+	if id != 0 {
+		if s.getLease(id) != nil {
+			return nil, errf(ErrLeaseExists, "lease %d is already granted", id)
+		}
+		// Keep the counter ahead of every id ever used, so it never hands
+		// this one out later.
+		if id >= s.nextLeaseID {
+			s.nextLeaseID = id + 1
+		}
+	} else {
+		id = s.nextFreeID()
+	}
+	s.setLease(&lease{
+		id:              id,
+		ttl:             g.TTL,
+		deadline:        now + g.TTL*1000,
+		grantedRevision: s.revision,
+		metadata:        g.Metadata,
+	})
+	return &schema.LeaseGrantReply{ID: id, TTL: g.TTL, Revision: s.revision}, nil
+}
+
+func (s *State) keepAlive(now int64, k *KeepAlive) (any, error) {
+	l := s.getLease(k.ID)
+	if l == nil {
+		return nil, errf(ErrLeaseNotFound, "lease %d not found", k.ID)
+	}
+	if l.anonymous {
+		return nil, errf(ErrLeaseNotFound, "lease %d is anonymous; re-put its key with a ttl to refresh it", k.ID)
+	}
+	nl := *l
+	if k.TTL > 0 {
+		nl.ttl = k.TTL
+	}
+	nl.deadline = now + nl.ttl*1000
+	s.setLease(&nl)
+	return &schema.LeaseKeepAliveReply{ID: nl.id, TTL: nl.ttl, RemainingTTL: nl.ttl, RemainingMS: nl.ttl * 1000}, nil
+}
+
+func (s *State) revoke(r *Revoke) (any, []schema.Event, error) {
+	l := s.getLease(r.ID)
+	if l == nil {
+		return nil, nil, errf(ErrLeaseNotFound, "lease %d not found", r.ID)
+	}
+	events := s.removeLeaseWithKeys(l, schema.CauseLeaseRevoked, nil)
+	return &schema.LeaseRevokeReply{Revision: s.revision, Deleted: int64(len(events))}, events, nil
+}
+
+// expire removes each listed lease whose deadline is strictly before now.
+// The check is made here, at apply time, so that a keep-alive applied after
+// the leader decided to expire a lease but before this entry wins. Strictly
+// before, because the clock has millisecond resolution: a deadline equal to
+// now may still be up to a millisecond in the future in real time.
+func (s *State) expire(now int64, e *Expire) ([]schema.Event, []ExpiredLease) {
+	var events []schema.Event
+	var expired []ExpiredLease
+	for _, id := range e.IDs {
+		l := s.getLease(id)
+		if l == nil || l.deadline >= now {
+			continue
+		}
+		before := len(events)
+		events = s.removeLeaseWithKeys(l, schema.CauseLeaseExpired, events)
+		expired = append(expired, ExpiredLease{ID: id, Keys: int64(len(events) - before), Deadline: l.deadline})
+	}
+	return events, expired
+}
+
+// removeLeaseWithKeys deletes every key of the lease at one new revision (no
+// revision when it has none), removes the lease, and appends the delete
+// events to events. Keys go in key order, so every replica deletes and
+// numbers them identically.
+func (s *State) removeLeaseWithKeys(l *lease, cause string, events []schema.Event) []schema.Event {
+	if l.keyCount > 0 {
+		s.revision++
+		var keys []string
+		s.attached.AscendRange(attachment{l.id, ""}, attachment{l.id + 1, ""}, func(a attachment) bool {
+			keys = append(keys, a.key)
+			return true
+		})
+		for i, k := range keys {
+			s.attached.Delete(attachment{l.id, k})
+			s.kv.Delete(&record{key: k})
+			events = append(events, deleteEvent(k, s.revision, i, l.id, cause))
+		}
+	}
+	s.dropLease(l)
+	return events
+}
+
+func deleteEvent(key string, rev int64, opIndex int, leaseID int64, cause string) schema.Event {
+	return schema.Event{
+		Type:        schema.EventDelete,
+		Key:         key,
+		Revision:    rev,
+		OpIndex:     opIndex,
+		ModRevision: rev,
+		Lease:       leaseID,
+		Cause:       cause,
+	}
+}

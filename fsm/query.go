@@ -1,0 +1,140 @@
+package fsm
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/concord-io/concord/schema"
+)
+
+// recordOverhead approximates the JSON bytes a record adds to a reply beyond
+// its key and value, for bounding reply size.
+const recordOverhead = 160
+
+var emptyObject = json.RawMessage(`{}`)
+
+// GetQuery is a read of one key or of a key range.
+type GetQuery struct {
+	Key      string
+	IsPrefix bool
+	// After skips keys up to and including this one (prefix reads only).
+	After     string
+	Limit     int
+	KeysOnly  bool
+	CountOnly bool
+	// MaxBytes bounds the approximate size of the records returned; at least
+	// one record is returned whatever its size. 0 means no bound.
+	MaxBytes int
+}
+
+// Get answers a read; remaining lease time is measured at now.
+func (s *State) Get(q GetQuery, now int64) *schema.KVGetReply {
+	reply := &schema.KVGetReply{Revision: s.revision, KVs: []schema.KeyValue{}}
+	if !q.IsPrefix {
+		if r := s.getRecord(q.Key); r != nil {
+			reply.Count = 1
+			if !q.CountOnly {
+				reply.KVs = append(reply.KVs, s.keyValue(r, now, q.KeysOnly))
+			}
+		}
+		return reply
+	}
+	start := q.Key
+	if q.After >= start {
+		start = q.After + "\x00" // the smallest key after q.After
+	}
+	size := 0
+	s.kv.AscendGreaterOrEqual(&record{key: start}, func(r *record) bool {
+		if !strings.HasPrefix(r.key, q.Key) {
+			return false
+		}
+		reply.Count++
+		if q.CountOnly || reply.More {
+			return true
+		}
+		n := len(r.key) + recordOverhead
+		if !q.KeysOnly {
+			n += len(r.value)
+		}
+		if len(reply.KVs) >= q.Limit || (q.MaxBytes > 0 && len(reply.KVs) > 0 && size+n > q.MaxBytes) {
+			reply.More = true
+			return true
+		}
+		size += n
+		reply.KVs = append(reply.KVs, s.keyValue(r, now, q.KeysOnly))
+		return true
+	})
+	return reply
+}
+
+// LeaseInfo describes a lease at time now, with its keys when withKeys.
+func (s *State) LeaseInfo(id int64, withKeys bool, now int64) (*schema.LeaseInfo, error) {
+	l := s.getLease(id)
+	if l == nil {
+		return nil, errf(ErrLeaseNotFound, "lease %d not found", id)
+	}
+	info := leaseInfo(l, now)
+	if withKeys {
+		info.Keys = make([]string, 0, l.keyCount)
+		s.attached.AscendRange(attachment{l.id, ""}, attachment{l.id + 1, ""}, func(a attachment) bool {
+			info.Keys = append(info.Keys, a.key)
+			return true
+		})
+	}
+	return info, nil
+}
+
+func leaseInfo(l *lease, now int64) *schema.LeaseInfo {
+	ms := remainingMS(l, now)
+	md := l.metadata
+	if md == nil {
+		md = emptyObject
+	}
+	return &schema.LeaseInfo{
+		ID:              l.id,
+		TTL:             l.ttl,
+		RemainingTTL:    ms / 1000,
+		RemainingMS:     ms,
+		GrantedRevision: l.grantedRevision,
+		Anonymous:       l.anonymous,
+		Metadata:        md,
+		KeyCount:        l.keyCount,
+	}
+}
+
+// LeaseList lists leases with ids above after, in id order.
+func (s *State) LeaseList(includeAnonymous bool, after int64, limit int, now int64) *schema.LeaseListReply {
+	reply := &schema.LeaseListReply{Leases: []schema.LeaseInfo{}}
+	s.leases.AscendGreaterOrEqual(&lease{id: after + 1}, func(l *lease) bool {
+		if l.anonymous && !includeAnonymous {
+			return true
+		}
+		if len(reply.Leases) >= limit {
+			reply.More = true
+			return false
+		}
+		reply.Leases = append(reply.Leases, *leaseInfo(l, now))
+		return true
+	})
+	return reply
+}
+
+// Expired returns up to max (0: all) ids of leases whose deadline is
+// strictly before now, earliest deadline first.
+func (s *State) Expired(now int64, max int) []int64 {
+	var ids []int64
+	s.expiry.Ascend(func(e deadlineEntry) bool {
+		if e.deadline >= now || (max > 0 && len(ids) >= max) {
+			return false
+		}
+		ids = append(ids, e.id)
+		return true
+	})
+	return ids
+}
+
+// NextDeadline returns the earliest lease deadline, if there is a lease.
+func (s *State) NextDeadline() (int64, bool) {
+	e, ok := s.expiry.Min()
+	return e.deadline, ok
+}

@@ -1,0 +1,168 @@
+package fsm
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/btree"
+
+	"github.com/concord-io/concord/schema"
+)
+
+// btreeDegree trades node size against depth; 32 is what etcd's index uses.
+const btreeDegree = 32
+
+// record is one key's current value. Records are immutable once in the tree:
+// a write replaces the pointer, so a cloned tree (a snapshot in progress)
+// keeps seeing the old record.
+type record struct {
+	key            string
+	value          json.RawMessage
+	createRevision int64
+	modRevision    int64
+	version        int64
+	lease          int64
+}
+
+// lease is one lease. Immutable once in the tree, like record.
+type lease struct {
+	id              int64
+	ttl             int64 // seconds
+	deadline        int64 // lease-clock milliseconds
+	grantedRevision int64
+	anonymous       bool
+	metadata        json.RawMessage
+	keyCount        int64
+}
+
+// attachment indexes lease -> key so a lease's keys can be walked in order.
+type attachment struct {
+	lease int64
+	key   string
+}
+
+// deadlineEntry orders leases by deadline for the expiry scan. It is derived
+// state: rebuilt on restore, never written to a snapshot.
+type deadlineEntry struct {
+	deadline int64
+	id       int64
+}
+
+// State is the replicated state. The zero value is not usable; call New.
+type State struct {
+	kv       *btree.BTreeG[*record]
+	leases   *btree.BTreeG[*lease]
+	attached *btree.BTreeG[attachment]
+	expiry   *btree.BTreeG[deadlineEntry]
+
+	revision    int64
+	nextLeaseID int64
+	now         int64
+	limits      Limits
+	anonymous   int64
+}
+
+// Result is what applying one command produced.
+type Result struct {
+	Op Op
+	// Reply is the schema reply type of the command (nil for ticks and
+	// limit changes).
+	Reply any
+	// Err is set when the command failed; the state is then unchanged.
+	Err error
+	// Events are the key changes, in op_index order, all at one revision
+	// per lease for expiries and at one revision otherwise.
+	Events []schema.Event
+	// Expired lists the leases an Expire command removed.
+	Expired []ExpiredLease
+}
+
+// ExpiredLease reports one lease removed by an Expire command.
+type ExpiredLease struct {
+	ID       int64
+	Keys     int64
+	Deadline int64
+}
+
+// New returns an empty state with the default limits.
+func New() *State {
+	return &State{
+		kv:          btree.NewG(btreeDegree, func(a, b *record) bool { return a.key < b.key }),
+		leases:      btree.NewG(btreeDegree, func(a, b *lease) bool { return a.id < b.id }),
+		attached:    btree.NewG(btreeDegree, lessAttachment),
+		expiry:      btree.NewG(btreeDegree, lessDeadline),
+		nextLeaseID: 1,
+		limits:      DefaultLimits,
+	}
+}
+
+func lessAttachment(a, b attachment) bool {
+	if a.lease != b.lease {
+		return a.lease < b.lease
+	}
+	return a.key < b.key
+}
+
+func lessDeadline(a, b deadlineEntry) bool {
+	if a.deadline != b.deadline {
+		return a.deadline < b.deadline
+	}
+	return a.id < b.id
+}
+
+// Revision returns the cluster revision.
+func (s *State) Revision() int64 { return s.revision }
+
+// Now returns the lease-clock time of the last applied command.
+func (s *State) Now() int64 { return s.now }
+
+// Limits returns the count limits in force.
+func (s *State) Limits() Limits { return s.limits }
+
+// KeyCount returns the number of keys.
+func (s *State) KeyCount() int { return s.kv.Len() }
+
+// LeaseCount returns the number of leases, explicit and anonymous.
+func (s *State) LeaseCount() (explicit, anonymous int64) {
+	return int64(s.leases.Len()) - s.anonymous, s.anonymous
+}
+
+// Apply decodes and applies one log entry. A malformed entry yields a Result
+// whose Err wraps ErrBadCommand and changes nothing.
+func (s *State) Apply(data []byte) Result {
+	c, err := Decode(data)
+	if err != nil {
+		return Result{Err: err}
+	}
+	return s.ApplyCommand(c)
+}
+
+// ApplyCommand applies one decoded command.
+func (s *State) ApplyCommand(c Command) Result {
+	// The clock never runs backwards: commands proposed concurrently may be
+	// stamped out of log order.
+	if c.Now > s.now {
+		s.now = c.Now
+	}
+	now := s.now
+	r := Result{Op: c.Op}
+	switch b := c.Body.(type) {
+	case *Grant:
+		r.Reply, r.Err = s.grant(now, b)
+	case *KeepAlive:
+		r.Reply, r.Err = s.keepAlive(now, b)
+	case *Revoke:
+		r.Reply, r.Events, r.Err = s.revoke(b)
+	case *Put:
+		r.Reply, r.Events, r.Err = s.put(now, b)
+	case *Delete:
+		r.Reply, r.Events = s.delete(now, b)
+	case *Expire:
+		r.Events, r.Expired = s.expire(now, b)
+	case *Limits:
+		s.limits = *b
+	default:
+		r.Err = fmt.Errorf("%w: body %T", ErrBadCommand, c.Body)
+	}
+	return r
+}
