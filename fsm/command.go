@@ -1,8 +1,10 @@
 package fsm
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -169,13 +171,16 @@ func Decode(data []byte) (Command, error) {
 	r := decoder{buf: data[headerLen:]}
 	switch c.Op {
 	case OpGrant:
-		c.Body = &Grant{ID: r.varint(), TTL: r.varint(), Metadata: r.bytes()}
+		c.Body = &Grant{ID: r.varint(), TTL: r.varint(), Metadata: r.json()}
 	case OpKeepAlive:
 		c.Body = &KeepAlive{ID: r.varint(), TTL: r.varint()}
 	case OpRevoke:
 		c.Body = &Revoke{ID: r.varint()}
 	case OpPut:
-		p := &Put{Key: string(r.bytes()), Value: r.bytes(), Lease: r.varint(), TTL: r.varint()}
+		p := &Put{Key: string(r.bytes()), Value: r.json(), Lease: r.varint(), TTL: r.varint()}
+		if p.Value == nil && r.err == nil {
+			r.err = errors.New("put without a value")
+		}
 		f := r.flags()
 		p.PrevKV = f&1 != 0
 		c.Body = p
@@ -279,6 +284,26 @@ func (d *decoder) bytes() []byte {
 	b := d.buf[:n:n]
 	d.buf = d.buf[n:]
 	return b
+}
+
+// json returns a length-prefixed JSON document as a compact copy: the state
+// must not keep pointers into the log entry, whose buffer belongs to the
+// caller, and every replica must hold the same bytes however the document
+// was spaced. Invalid JSON is an error, so a snapshot can always be written.
+func (d *decoder) json() json.RawMessage {
+	b := d.bytes()
+	if b == nil {
+		return nil
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(b))
+	if err := json.Compact(&buf, b); err != nil {
+		if d.err == nil {
+			d.err = fmt.Errorf("invalid JSON: %v", err)
+		}
+		return nil
+	}
+	return buf.Bytes()
 }
 
 func (d *decoder) flags() byte {

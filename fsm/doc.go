@@ -10,7 +10,8 @@
 //
 // Errors that depend on state (unknown lease, conflicts, limits) are decided
 // here so every replica decides the same; a command that fails changes
-// nothing. Validation that needs no state (key syntax, sizes) belongs to the
+// nothing but the lease clock, which every entry advances, failed or not,
+// because the stamp is the leader's reading of time, not part of the request. Validation that needs no state (key syntax, sizes) belongs to the
 // caller and must happen before a command is proposed.
 //
 // A State is not safe for concurrent use; the caller serialises Apply and

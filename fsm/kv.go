@@ -67,6 +67,9 @@ func (s *State) put(now int64, p *Put) (any, []schema.Event, error) {
 		if cur == nil && int64(s.leases.Len()) >= s.limits.MaxLeases {
 			return nil, nil, errf(ErrLimitExceeded, "%d active leases is the maximum", s.limits.MaxLeases)
 		}
+		if !s.idsLeft() {
+			return nil, nil, errf(ErrLimitExceeded, "every lease id up to %d has been used", int64(MaxLeaseID))
+		}
 	}
 
 	reply := &schema.KVPutReply{}
@@ -87,7 +90,8 @@ func (s *State) put(now int64, p *Put) (any, []schema.Event, error) {
 		if cur != nil {
 			s.detach(cur.id, p.Key)
 		}
-		anon := &lease{id: s.nextFreeID(), ttl: p.TTL, deadline: now + p.TTL*1000, grantedRevision: rev, anonymous: true}
+		anonID, _ := s.nextFreeID()
+		anon := &lease{id: anonID, ttl: p.TTL, deadline: now + p.TTL*1000, grantedRevision: rev, anonymous: true}
 		s.setLease(anon)
 		s.attach(anon, p.Key)
 		leaseID = anon.id

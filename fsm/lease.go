@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"slices"
+
 	"github.com/concord-io/concord/schema"
 )
 
@@ -29,14 +31,31 @@ func (s *State) dropLease(l *lease) {
 	}
 }
 
+// MaxLeaseID is the largest lease id: every id stays exact in a float64, so
+// clients in any language (JavaScript included) read it without loss.
+const MaxLeaseID = 1<<53 - 1
+
 // nextFreeID takes the next id from the counter. Ids below the counter are
-// never handed out again, even after their lease is gone.
-func (s *State) nextFreeID() int64 {
-	for s.getLease(s.nextLeaseID) != nil {
-		s.nextLeaseID++
+// never handed out again, even after their lease is gone. It returns false
+// when the id space is used up.
+func (s *State) nextFreeID() (int64, bool) {
+	id := s.firstFreeID()
+	if id > MaxLeaseID {
+		return 0, false
 	}
+	s.nextLeaseID = id + 1
+	return id, true
+}
+
+// idsLeft reports whether nextFreeID can hand out another id.
+func (s *State) idsLeft() bool { return s.firstFreeID() <= MaxLeaseID }
+
+// firstFreeID is the counter moved past ids taken by requested grants.
+func (s *State) firstFreeID() int64 {
 	id := s.nextLeaseID
-	s.nextLeaseID++
+	for id <= MaxLeaseID && s.getLease(id) != nil {
+		id++
+	}
 	return id
 }
 
@@ -45,6 +64,12 @@ func (s *State) grant(now int64, g *Grant) (any, error) {
 		return nil, errf(ErrLimitExceeded, "%d active leases is the maximum", s.limits.MaxLeases)
 	}
 	id := g.ID
+	if id < 0 || id > MaxLeaseID {
+		return nil, errf(ErrLimitExceeded, "lease id %d is outside 1..%d", id, int64(MaxLeaseID))
+	}
+	if id == 0 && !s.idsLeft() {
+		return nil, errf(ErrLimitExceeded, "every lease id up to %d has been used", int64(MaxLeaseID))
+	}
 	if id != 0 {
 		if s.getLease(id) != nil {
 			return nil, errf(ErrLeaseExists, "lease %d is already granted", id)
@@ -55,7 +80,7 @@ func (s *State) grant(now int64, g *Grant) (any, error) {
 			s.nextLeaseID = id + 1
 		}
 	} else {
-		id = s.nextFreeID()
+		id, _ = s.nextFreeID()
 	}
 	s.setLease(&lease{
 		id:              id,
@@ -120,7 +145,8 @@ func (s *State) expire(now int64, e *Expire) ([]schema.Event, []ExpiredLease) {
 func (s *State) removeLeaseWithKeys(l *lease, cause string, events []schema.Event) []schema.Event {
 	if l.keyCount > 0 {
 		s.revision++
-		var keys []string
+		events = slices.Grow(events, int(l.keyCount))
+		keys := make([]string, 0, l.keyCount)
 		s.attached.AscendRange(attachment{l.id, ""}, attachment{l.id + 1, ""}, func(a attachment) bool {
 			keys = append(keys, a.key)
 			return true

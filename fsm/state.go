@@ -68,7 +68,8 @@ type Result struct {
 	// Reply is the schema reply type of the command (nil for ticks and
 	// limit changes).
 	Reply any
-	// Err is set when the command failed; the state is then unchanged.
+	// Err is set when the command failed; the state is then unchanged but
+	// for the lease clock.
 	Err error
 	// Events are the key changes, in op_index order, all at one revision
 	// per lease for expiries and at one revision otherwise.

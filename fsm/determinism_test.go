@@ -1,0 +1,272 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/concord-io/concord/schema"
+)
+
+// stateDigest renders everything the exported API shows of a state,
+// including what the snapshot does not carry (attachments, key counts, the
+// deadline index, the anonymous-lease count), so a restored state can be
+// compared with the original beyond its snapshot bytes.
+func stateDigest(s *State) string {
+	var b strings.Builder
+	now := s.Now()
+	e, a := s.LeaseCount()
+	nd, ok := s.NextDeadline()
+	fmt.Fprintf(&b, "rev %d now %d limits %+v keys %d leases %d/%d next %d %v\n", s.Revision(), now, s.Limits(), s.KeyCount(), e, a, nd, ok)
+	fmt.Fprintf(&b, "expired %v\n", s.Expired(now+1_000_000, 0))
+	for _, kv := range getAll(s, now) {
+		rem := "-"
+		if kv.RemainingMS != nil {
+			rem = fmt.Sprint(*kv.RemainingMS)
+		}
+		fmt.Fprintf(&b, "kv %s=%s c%d m%d v%d l%d r%s\n", kv.Key, kv.Value, kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease, rem)
+	}
+	for _, l := range s.LeaseList(true, 0, math.MaxInt, now).Leases {
+		li, _ := s.LeaseInfo(l.ID, true, now)
+		fmt.Fprintf(&b, "lease %+v keys %v\n", l, li.Keys)
+	}
+	return b.String()
+}
+
+// coverage counts what a command stream exercised, so a determinism or
+// property test can show it was not vacuous.
+type coverage struct {
+	ok      map[Op]int
+	errs    map[error]int
+	causes  map[string]int
+	expired int // leases removed by expire that had keys
+	bad     int // undecodable entries
+	rewound int // entries stamped earlier than the clock
+}
+
+func newCoverage() *coverage {
+	return &coverage{ok: map[Op]int{}, errs: map[error]int{}, causes: map[string]int{}}
+}
+
+func (c *coverage) add(r Result) {
+	switch {
+	case r.Err == nil:
+		c.ok[r.Op]++
+	case errors.Is(r.Err, ErrBadCommand):
+		c.bad++
+	default:
+		for _, s := range []error{ErrLeaseNotFound, ErrLeaseExists, ErrLeaseConflict, ErrLimitExceeded} {
+			if errors.Is(r.Err, s) {
+				c.errs[s]++
+			}
+		}
+	}
+	for _, e := range r.Events {
+		c.causes[e.Cause]++
+	}
+	for _, x := range r.Expired {
+		if x.Keys > 0 {
+			c.expired++
+		}
+	}
+}
+
+func (c *coverage) check(t *testing.T) {
+	t.Helper()
+	for _, op := range []Op{OpGrant, OpKeepAlive, OpRevoke, OpPut, OpDelete, OpExpire, OpSetLimits} {
+		if c.ok[op] < 5 {
+			t.Errorf("only %d successful %s commands", c.ok[op], op)
+		}
+	}
+	for _, e := range []error{ErrLeaseNotFound, ErrLeaseExists, ErrLeaseConflict, ErrLimitExceeded} {
+		if c.errs[e] < 5 {
+			t.Errorf("only %d failures with %v", c.errs[e], e)
+		}
+	}
+	for _, cause := range []string{schema.CausePut, schema.CauseDelete, schema.CauseLeaseExpired, schema.CauseLeaseRevoked} {
+		if c.causes[cause] < 5 {
+			t.Errorf("only %d events with cause %s", c.causes[cause], cause)
+		}
+	}
+	if c.expired < 5 || c.bad < 5 || c.rewound < 5 {
+		t.Errorf("expired leases with keys %d, undecodable entries %d, rewound stamps %d: too few", c.expired, c.bad, c.rewound)
+	}
+}
+
+// Two states fed the same log end byte-identical, and produce identical
+// results along the way.
+func TestDeterminismSameLogSameBytes(t *testing.T) {
+	for _, seed := range []int64{1, 2, 3} {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			log, shadow := genLog(seed, 5000)
+			a, b := New(), New()
+			cov := newCoverage()
+			for i, e := range log {
+				if c, err := Decode(e); err == nil && c.Now < a.Now() {
+					cov.rewound++
+				}
+				ra, rb := a.Apply(e), b.Apply(e)
+				if ja, jb := resultJSON(ra), resultJSON(rb); ja != jb {
+					t.Fatalf("entry %d: results differ:\n%s\n%s", i, ja, jb)
+				}
+				cov.add(ra)
+			}
+			cov.check(t)
+			sa, sb := snap(t, a), snap(t, b)
+			if !bytes.Equal(sa, sb) {
+				t.Fatal("snapshots of two states fed the same log differ")
+			}
+			if !bytes.Equal(sa, snap(t, shadow)) {
+				t.Fatal("the generator's shadow state differs from a replay of its log")
+			}
+			if a.KeyCount() == 0 || a.Revision() < 1000 {
+				t.Fatalf("the log left %d keys at revision %d: too little happened", a.KeyCount(), a.Revision())
+			}
+			eq(t, "digest", stateDigest(a), stateDigest(b))
+		})
+	}
+}
+
+// Snapshot -> Restore -> Snapshot gives the same bytes, the restored state
+// shows the same everything (including the derived indexes), and applying
+// the rest of the log to the original and to the restored state keeps them
+// identical, result by result.
+func TestDeterminismSnapshotRestoreContinue(t *testing.T) {
+	log, _ := genLog(42, 6000)
+	orig := New()
+	var copies []*State
+	for i, e := range log {
+		if i > 0 && i%1000 == 0 {
+			data := snap(t, orig)
+			c := restored(t, data)
+			if again := snap(t, c); !bytes.Equal(data, again) {
+				t.Fatalf("entry %d: snapshot -> restore -> snapshot differs", i)
+			}
+			eq(t, fmt.Sprintf("entry %d: restored digest", i), stateDigest(c), stateDigest(orig))
+			if err := checkInvariants(c); err != nil {
+				t.Fatalf("entry %d: restored state: %v", i, err)
+			}
+			copies = append(copies, c)
+		}
+		want := resultJSON(orig.Apply(e))
+		for j, c := range copies {
+			if got := resultJSON(c.Apply(e)); got != want {
+				t.Fatalf("entry %d: the state restored at entry %d answers\n%s\nthe original\n%s", i, (j+1)*1000, got, want)
+			}
+		}
+	}
+	final := snap(t, orig)
+	for j, c := range copies {
+		if !bytes.Equal(final, snap(t, c)) {
+			t.Fatalf("the state restored at entry %d ends different", (j+1)*1000)
+		}
+		eq(t, "final digest", stateDigest(c), stateDigest(orig))
+	}
+	if len(copies) != 5 {
+		t.Fatalf("%d restore points", len(copies))
+	}
+}
+
+// Restoring into a State that already holds data replaces it completely.
+func TestRestoreReplacesExistingState(t *testing.T) {
+	_, src := genLog(7, 1500)
+	data := snap(t, src)
+	dst := New()
+	run(t, dst,
+		step{t0, &Limits{MaxLeases: 3, MaxKeysPerLease: 3}},
+		step{t0, &Grant{ID: 500, TTL: 99}},
+		step{t0, &Put{Key: "only.in.dst", Value: val(`1`), Lease: 500}},
+		step{t0, &Put{Key: "anon.in.dst", Value: val(`1`), TTL: 9}},
+	)
+	if err := dst.Restore(bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "digest", stateDigest(dst), stateDigest(src))
+	if err := checkInvariants(dst); err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "bytes", string(snap(t, dst)), string(data))
+}
+
+// A Snapshot is a point-in-time copy: commands applied after taking it do
+// not show in what it writes, and it can be written more than once.
+func TestSnapshotIsPointInTime(t *testing.T) {
+	log, _ := genLog(11, 3000)
+	s := New()
+	for _, e := range log[:1500] {
+		s.Apply(e)
+	}
+	want := snap(t, s)
+	sn := s.Snapshot()
+	for _, e := range log[1500:] {
+		s.Apply(e)
+	}
+	// Touch every kind of record after the snapshot was taken.
+	run(t, s,
+		step{s.Now(), &Limits{MaxLeases: 1000, MaxKeysPerLease: 1000}},
+		step{s.Now(), &Grant{TTL: 5}},
+	)
+	id := s.nextLeaseID - 1
+	for _, k := range newCmdGen(0).keys {
+		apply(t, s, s.Now(), &Put{Key: k, Value: val(`"after"`), Lease: id})
+	}
+	mustApply(t, s, s.Now(), &KeepAlive{ID: id, TTL: 6})
+	mustApply(t, s, s.Now(), &Delete{Key: "a", IsPrefix: true})
+	for i := 0; i < 2; i++ {
+		var buf bytes.Buffer
+		if _, err := sn.WriteTo(&buf); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(buf.Bytes(), want) {
+			t.Fatalf("write %d of a snapshot shows later changes", i+1)
+		}
+	}
+	if bytes.Equal(want, snap(t, s)) {
+		t.Fatal("the state did not change after the snapshot; the test shows nothing")
+	}
+}
+
+// Apply may go on while a snapshot is written (the service writes it from
+// Raft's snapshot goroutine): the written bytes are the state at the time
+// the snapshot was taken. Run with -race to check the copy-on-write sharing.
+func TestSnapshotWriteConcurrentWithApply(t *testing.T) {
+	log, _ := genLog(13, 4000)
+	s := New()
+	for _, e := range log[:2000] {
+		s.Apply(e)
+	}
+	want := snap(t, s)
+	sn := s.Snapshot()
+	done := make(chan []byte)
+	go func() {
+		var buf bytes.Buffer
+		if _, err := sn.WriteTo(&buf); err != nil {
+			buf.Reset()
+		}
+		done <- buf.Bytes()
+	}()
+	for _, e := range log[2000:] {
+		s.Apply(e)
+	}
+	if got := <-done; !bytes.Equal(got, want) {
+		t.Fatal("a snapshot written while Apply went on does not show the state it was taken at")
+	}
+}
+
+// deepCopy (used by BenchmarkRevoke10kKeys) copies a state exactly.
+func TestDeepCopyForBenchmarks(t *testing.T) {
+	log, src := genLog(17, 2000)
+	c := deepCopy(src)
+	eq(t, "digest", stateDigest(c), stateDigest(src))
+	if err := checkInvariants(c); err != nil {
+		t.Fatal(err)
+	}
+	more, _ := genLog(18, 500)
+	for _, e := range append(more, log[:100]...) {
+		eq(t, "result", resultJSON(c.Apply(e)), resultJSON(src.Apply(e)))
+	}
+	eq(t, "bytes", string(snap(t, c)), string(snap(t, src)))
+}

@@ -1,0 +1,360 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/concord-io/concord/schema"
+)
+
+func TestNewState(t *testing.T) {
+	s := New()
+	eq(t, "revision", s.Revision(), int64(0))
+	eq(t, "now", s.Now(), int64(0))
+	eq(t, "keys", s.KeyCount(), 0)
+	e, a := s.LeaseCount()
+	eq(t, "leases", [2]int64{e, a}, [2]int64{0, 0})
+	if _, ok := s.NextDeadline(); ok {
+		t.Fatal("an empty state has a deadline")
+	}
+	eq(t, "expired", s.Expired(1<<40, 0), []int64(nil))
+	if err := checkInvariants(s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	bodies := []any{
+		&Grant{TTL: 10},
+		&Grant{ID: 42, TTL: 3, Metadata: val(`{"owner":"x"}`)},
+		&KeepAlive{ID: 7},
+		&KeepAlive{ID: 7, TTL: 30},
+		&Revoke{ID: 9},
+		&Put{Key: "svc.a", Value: val(`{"addr":"10.0.0.5"}`), Lease: 3, PrevKV: true},
+		&Put{Key: "svc.b", Value: val(`[1,"two",null]`), TTL: 5},
+		&Delete{Key: "svc.", IsPrefix: true, PrevKV: true},
+		&Delete{Key: "k"},
+		&Expire{IDs: []int64{1, 2, 3}},
+		&Expire{},
+		&Limits{MaxLeases: 5, MaxKeysPerLease: 6},
+	}
+	for _, b := range bodies {
+		now := int64(1_700_000_000_123)
+		data := encode(t, now, b)
+		if data[0] != 1 || Op(data[1]) != opOf(b) || int64(binary.BigEndian.Uint64(data[2:10])) != now {
+			t.Fatalf("%T: header % x", b, data[:10])
+		}
+		c, err := Decode(data)
+		if err != nil {
+			t.Fatalf("Decode(%T): %v", b, err)
+		}
+		want := Command{Op: opOf(b), Now: now, Body: b}
+		if !reflect.DeepEqual(c, want) {
+			t.Fatalf("round trip of %T: got %+v (%+v), want %+v", b, c, c.Body, b)
+		}
+	}
+	// The op numbers are part of the log format.
+	eq(t, "op numbers", []Op{OpGrant, OpKeepAlive, OpRevoke, OpPut, OpDelete, OpExpire, OpSetLimits}, []Op{1, 2, 3, 4, 5, 6, 7})
+	eq(t, "op names", []string{OpGrant.String(), OpKeepAlive.String(), OpRevoke.String(), OpPut.String(),
+		OpDelete.String(), OpExpire.String(), OpSetLimits.String(), Op(9).String()},
+		[]string{"grant", "keepalive", "revoke", "put", "delete", "expire", "set_limits", "op(9)"})
+}
+
+func TestEncodeRejectsUnknownBodies(t *testing.T) {
+	for _, b := range []any{nil, "grant", Grant{TTL: 1}, &struct{}{}, 42} {
+		if data, err := Encode(1, b); !errors.Is(err, ErrBadCommand) || data != nil {
+			t.Errorf("Encode(%#v) = %q, %v; want ErrBadCommand", b, data, err)
+		}
+	}
+}
+
+// Entries that cannot be decoded fail with ErrBadCommand and change nothing,
+// not even the clock.
+func TestDecodeErrors(t *testing.T) {
+	later := int64(t0 + 50_000)
+	header := func(format, op byte) []byte {
+		b := []byte{format, op, 0, 0, 0, 0, 0, 0, 0, 0}
+		binary.BigEndian.PutUint64(b[2:], uint64(later))
+		return b
+	}
+	grant := encode(t, later, &Grant{TTL: 1})
+	cases := []struct {
+		name string
+		data []byte
+	}{
+		{"nil", nil},
+		{"empty", []byte{}},
+		{"format byte only", []byte{1}},
+		{"9 bytes", grant[:9]},
+		{"format 0", append([]byte{0}, grant[1:]...)},
+		{"format 2", append([]byte{2}, grant[1:]...)},
+		{"format 255", append([]byte{255}, grant[1:]...)},
+		{"op 0", append(header(1, 0), grant[headerLen:]...)},
+		{"op 8", append(header(1, 8), grant[headerLen:]...)},
+		{"op 255", append(header(1, 255), grant[headerLen:]...)},
+		{"header without body", header(1, byte(OpGrant))},
+		{"expire claiming more ids than bytes", append(header(1, byte(OpExpire)), 0xff, 0xff, 0x03, 2, 4)},
+		{"length beyond the data", append(header(1, byte(OpPut)), 0x7f, 'a')},
+		{"overlong integer", append(header(1, byte(OpRevoke)), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01)},
+		{"JSON body of a put", append(header(1, byte(OpPut)), `{"key":"a","value":1}`...)},
+	}
+	// Every truncation of every kind of body, and every body with a byte
+	// too many, is refused.
+	for _, b := range []any{
+		&Grant{ID: 300, TTL: 10, Metadata: val(`{"owner":"x"}`)},
+		&KeepAlive{ID: 300, TTL: 5},
+		&Revoke{ID: 300},
+		&Put{Key: "svc.a", Value: val(`{"addr":"10.0.0.5"}`), Lease: 300, TTL: 0, PrevKV: true},
+		&Delete{Key: "svc.", IsPrefix: true},
+		&Expire{IDs: []int64{300, 301}},
+		&Limits{MaxLeases: 300, MaxKeysPerLease: 300},
+	} {
+		data := encode(t, later, b)
+		for n := headerLen; n < len(data); n++ {
+			cases = append(cases, struct {
+				name string
+				data []byte
+			}{fmt.Sprintf("%v truncated to %d of %d bytes", opOf(b), n, len(data)), data[:n:n]})
+		}
+		cases = append(cases, struct {
+			name string
+			data []byte
+		}{fmt.Sprintf("%v with a trailing byte", opOf(b)), append(data[:len(data):len(data)], 0)})
+	}
+	s := New()
+	run(t, s, step{t0, &Grant{TTL: 10}}, step{t0, &Put{Key: "a", Value: val(`1`), Lease: 1}})
+	before := snap(t, s)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if c, err := Decode(tc.data); !errors.Is(err, ErrBadCommand) {
+				t.Fatalf("Decode = %+v (%+v), %v; want ErrBadCommand", c, c.Body, err)
+			}
+			r := s.Apply(tc.data)
+			if !errors.Is(r.Err, ErrBadCommand) {
+				t.Fatalf("Apply: %v, want ErrBadCommand", r.Err)
+			}
+			if r.Reply != nil || r.Events != nil || r.Expired != nil {
+				t.Fatalf("Apply of a bad entry produced output: %+v", r)
+			}
+			if after := snap(t, s); !bytes.Equal(before, after) {
+				t.Fatalf("state changed:\nbefore %s\nafter  %s", before, after)
+			}
+			eq(t, "now", s.Now(), int64(t0))
+		})
+	}
+}
+
+// FuzzDecodeApply: no entry, however broken, makes Decode or Apply panic;
+// an entry either decodes or fails with ErrBadCommand and changes nothing.
+// `go test` runs the seeds; `go test -fuzz FuzzDecodeApply ./fsm` explores.
+func FuzzDecodeApply(f *testing.F) {
+	for _, b := range []any{
+		&Grant{TTL: 10}, &Grant{ID: 5, TTL: 1, Metadata: val(`{}`)}, &KeepAlive{ID: 1, TTL: 3}, &Revoke{ID: 1},
+		&Put{Key: "a.b", Value: val(`1`), Lease: 1}, &Put{Key: "t", Value: val(`"x"`), TTL: 2, PrevKV: true},
+		&Delete{Key: "", IsPrefix: true, PrevKV: true}, &Expire{IDs: []int64{1, 2}}, &Expire{}, &Limits{MaxLeases: 2, MaxKeysPerLease: 2},
+	} {
+		data, err := Encode(t0+1_000, b)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte{})
+	f.Add([]byte{1, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0xff})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s := New()
+		run(t, s, step{t0, &Grant{TTL: 10}}, step{t0, &Put{Key: "a.b", Value: val(`1`), Lease: 1}})
+		before := snapBytes(s)
+		c, err := Decode(data)
+		r := s.Apply(data)
+		if err != nil {
+			if !errors.Is(err, ErrBadCommand) || !errors.Is(r.Err, ErrBadCommand) {
+				t.Fatalf("Decode: %v, Apply: %v", err, r.Err)
+			}
+			if !bytes.Equal(before, snapBytes(s)) {
+				t.Fatal("an undecodable entry changed the state")
+			}
+			return
+		}
+		if r.Op != c.Op {
+			t.Fatalf("result op %v, decoded op %v", r.Op, c.Op)
+		}
+		if r.Err != nil && errors.Is(r.Err, ErrBadCommand) {
+			t.Fatalf("decoded entry failed to apply: %v", r.Err)
+		}
+	})
+}
+
+// ApplyCommand with a body Apply would never decode fails with
+// ErrBadCommand and changes nothing.
+func TestApplyCommandBadBody(t *testing.T) {
+	s := New()
+	run(t, s, step{t0, &Grant{TTL: 10}})
+	before := snap(t, s)
+	for _, c := range []Command{
+		{Op: OpGrant, Now: t0, Body: Grant{TTL: 1}},
+		{Op: OpPut, Now: t0, Body: nil},
+		{Op: 99, Now: t0, Body: "x"},
+	} {
+		r := s.ApplyCommand(c)
+		if !errors.Is(r.Err, ErrBadCommand) || r.Reply != nil || r.Events != nil {
+			t.Fatalf("ApplyCommand(%+v) = %+v, want ErrBadCommand", c, r)
+		}
+		if !bytes.Equal(before, snap(t, s)) {
+			t.Fatalf("ApplyCommand(%+v) changed the state", c)
+		}
+	}
+	// ApplyCommand and Apply agree on a valid command.
+	r := s.ApplyCommand(Command{Op: OpGrant, Now: t0, Body: &Grant{TTL: 2}})
+	eq(t, "reply", r.Reply, any(&schema.LeaseGrantReply{ID: 2, TTL: 2}))
+}
+
+// The lease clock: Apply uses max(stamped now, last applied now).
+func TestLeaseClockNeverRunsBackwards(t *testing.T) {
+	s := New()
+	mustApply(t, s, t0+5_000, &Grant{TTL: 10}) // lease 1, deadline t0+15_000
+	eq(t, "now", s.Now(), int64(t0+5_000))
+
+	// A grant stamped earlier (proposed concurrently, ordered later) gets
+	// its deadline from the later time.
+	mustApply(t, s, t0, &Grant{TTL: 10}) // lease 2
+	eq(t, "now after an earlier stamp", s.Now(), int64(t0+5_000))
+	eq(t, "lease 2 deadline", s.getLease(2).deadline, int64(t0+15_000))
+	eq(t, "lease 2 remaining", info(t, s, 2).RemainingMS, int64(10_000))
+
+	// So does a keep-alive ...
+	mustApply(t, s, t0+8_000, &Expire{})
+	r := mustApply(t, s, t0+1_000, &KeepAlive{ID: 1, TTL: 4})
+	eq(t, "keepalive reply", r.Reply, any(&schema.LeaseKeepAliveReply{ID: 1, TTL: 4, RemainingTTL: 4, RemainingMS: 4_000}))
+	eq(t, "lease 1 deadline", s.getLease(1).deadline, int64(t0+12_000))
+
+	// ... and the anonymous lease of a ttl put.
+	mustApply(t, s, t0+2_000, &Put{Key: "a", Value: val(`1`), TTL: 3})
+	eq(t, "anonymous deadline", s.getLease(getKey(t, s, "a").Lease).deadline, int64(t0+11_000))
+	eq(t, "now", s.Now(), int64(t0+8_000))
+
+	// An expire stamped before a lease's deadline still expires it when the
+	// clock is already past the deadline.
+	mustApply(t, s, t0+13_000, &Expire{})
+	r = mustApply(t, s, t0+1, &Expire{IDs: []int64{1, 2, 3}})
+	eq(t, "expired", r.Expired, []ExpiredLease{{ID: 1, Keys: 0, Deadline: t0 + 12_000}, {ID: 3, Keys: 1, Deadline: t0 + 11_000}})
+	eq(t, "lease 2 kept", info(t, s, 2).RemainingMS, int64(2_000))
+	eq(t, "now", s.Now(), int64(t0+13_000))
+
+	// A prev_kv read during a put stamped early also uses the clock.
+	mustApply(t, s, t0, &Put{Key: "b", Value: val(`1`), Lease: 2})
+	r = mustApply(t, s, t0, &Put{Key: "b", Value: val(`2`), Lease: 2, PrevKV: true})
+	eq(t, "prev remaining", *r.Reply.(*schema.KVPutReply).PrevKV.RemainingMS, int64(2_000))
+}
+
+// The clock survives a snapshot: a restored state goes on from the stored
+// time, so a lease keeps exactly the remaining time it had.
+func TestLeaseClockSurvivesRestore(t *testing.T) {
+	s := New()
+	run(t, s, step{t0, &Grant{TTL: 30}}, step{t0 + 12_345, &Put{Key: "a", Value: val(`1`), Lease: 1}})
+	s2 := restored(t, snap(t, s))
+	eq(t, "now", s2.Now(), int64(t0+12_345))
+	eq(t, "remaining", info(t, s2, 1).RemainingMS, int64(30_000-12_345))
+	// A new leader's first command may be stamped with a smaller value
+	// (its clock base was an older entry): nothing moves backwards.
+	mustApply(t, s2, t0+100, &Expire{IDs: []int64{1}})
+	eq(t, "lease kept", info(t, s2, 1).RemainingMS, int64(30_000-12_345))
+	eq(t, "now", s2.Now(), int64(t0+12_345))
+}
+
+// A state-dependent failure stamped later than the clock advances the clock
+// (the entry was applied; DESIGN.md: now = max(now_in_entry,
+// last_applied_now)) and changes nothing else: the state equals that of a
+// tick at the same stamp.
+func TestFailedCommandAdvancesOnlyTheClock(t *testing.T) {
+	base := New()
+	run(t, base, step{t0, &Grant{TTL: 10}}, step{t0, &Put{Key: "a", Value: val(`1`), Lease: 1}})
+	data := snap(t, base)
+	for _, f := range []struct {
+		body any
+		err  error
+	}{
+		{&Grant{ID: 1, TTL: 1}, ErrLeaseExists},
+		{&KeepAlive{ID: 2}, ErrLeaseNotFound},
+		{&Revoke{ID: 2}, ErrLeaseNotFound},
+		{&Put{Key: "a", Value: val(`2`), TTL: 1}, ErrLeaseConflict},
+	} {
+		s, tick := restored(t, data), restored(t, data)
+		r := apply(t, s, t0+7_000, f.body)
+		if !errors.Is(r.Err, f.err) {
+			t.Fatalf("%T: %v, want %v", f.body, r.Err, f.err)
+		}
+		mustApply(t, tick, t0+7_000, &Expire{})
+		eq(t, "now", s.Now(), int64(t0+7_000))
+		if !bytes.Equal(snap(t, s), snap(t, tick)) {
+			t.Fatalf("%T: failed command changed more than the clock", f.body)
+		}
+	}
+}
+
+// Result.Op names the command; replies have the schema types the service
+// sends.
+func TestResultTypes(t *testing.T) {
+	s := New()
+	for _, c := range []struct {
+		body  any
+		reply any
+	}{
+		{&Grant{TTL: 10}, &schema.LeaseGrantReply{}},
+		{&KeepAlive{ID: 1}, &schema.LeaseKeepAliveReply{}},
+		{&Put{Key: "a", Value: val(`1`)}, &schema.KVPutReply{}},
+		{&Delete{Key: "a"}, &schema.KVDeleteReply{}},
+		{&Revoke{ID: 1}, &schema.LeaseRevokeReply{}},
+		{&Expire{}, nil},
+		{&Limits{MaxLeases: 1, MaxKeysPerLease: 1}, nil},
+	} {
+		r := mustApply(t, s, t0, c.body)
+		eq(t, "op", r.Op, opOf(c.body))
+		if reflect.TypeOf(r.Reply) != reflect.TypeOf(c.reply) {
+			t.Fatalf("%T: reply type %T, want %T", c.body, r.Reply, c.reply)
+		}
+		if c.reply != nil {
+			if _, err := json.Marshal(r.Reply); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// Apply must not keep references into the entry it was given: the caller
+// (Raft, a log store reading from bbolt's mmap, a pooled buffer) owns that
+// memory and may reuse it once Apply returns. The state's values and
+// metadata must stay what was applied.
+func TestApplyDoesNotRetainEntryBuffer(t *testing.T) {
+	s := New()
+	grant := encode(t, t0, &Grant{TTL: 10, Metadata: val(`{"owner":"billing"}`)})
+	put := encode(t, t0, &Put{Key: "svc.a", Value: val(`{"addr":"10.0.0.5"}`), Lease: 1})
+	for _, e := range [][]byte{grant, put} {
+		if r := s.Apply(e); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	want := snap(t, s)
+	// The caller reuses its buffers.
+	for _, e := range [][]byte{grant, put} {
+		for i := headerLen; i < len(e); i++ {
+			if e[i] >= 'a' && e[i] <= 'z' {
+				e[i] = 'X'
+			}
+		}
+	}
+	if got := string(getKey(t, s, "svc.a").Value); got != `{"addr":"10.0.0.5"}` {
+		t.Errorf("value changed with the caller's buffer: %s", got)
+	}
+	if got := string(info(t, s, 1).Metadata); got != `{"owner":"billing"}` {
+		t.Errorf("metadata changed with the caller's buffer: %s", got)
+	}
+	if got := snap(t, s); !bytes.Equal(got, want) {
+		t.Errorf("snapshot changed with the caller's buffer:\n%s", got)
+	}
+}
