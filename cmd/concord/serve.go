@@ -1,0 +1,86 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/concord-io/concord/service"
+)
+
+func runServe(args []string) error {
+	cfg := service.DefaultConfig()
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.StringVar(&cfg.NodeID, "node-id", cfg.NodeID, "this node's Raft id (fixed for the life of the data directory)")
+	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the Raft log and snapshots")
+	fs.StringVar(&cfg.RaftAddr, "raft-addr", cfg.RaftAddr, "TCP address for Raft traffic")
+	fs.StringVar(&cfg.NATSURL, "nats-url", "", "connect to this external NATS instead of embedding a server")
+	fs.StringVar(&cfg.NATSListen, "nats-listen", cfg.NATSListen, "client address of the embedded NATS server")
+	fs.StringVar(&cfg.SubjectPrefix, "subject-prefix", cfg.SubjectPrefix, "first token(s) of every Concord subject")
+	fs.DurationVar(&cfg.TickInterval, "tick", cfg.TickInterval, "lease expiry tick: bounds clock staleness after a restart")
+	fs.IntVar(&cfg.ExpireBatch, "expire-batch", cfg.ExpireBatch, "most leases expired by one Raft command")
+	fs.DurationVar(&cfg.ApplyTimeout, "apply-timeout", cfg.ApplyTimeout, "how long a request may wait for Raft")
+	fs.IntVar(&cfg.MaxInflight, "max-inflight", cfg.MaxInflight, "most requests handled at once")
+	fs.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", cfg.SnapshotThreshold, "new log entries that trigger a snapshot")
+	fs.DurationVar(&cfg.SnapshotInterval, "snapshot-interval", cfg.SnapshotInterval, "how often to check whether a snapshot is due")
+	fs.Uint64Var(&cfg.TrailingLogs, "trailing-logs", cfg.TrailingLogs, "log entries kept after a snapshot")
+	fs.Int64Var(&cfg.MinTTL, "min-ttl", cfg.MinTTL, "smallest lease ttl in seconds")
+	fs.IntVar(&cfg.MaxKeyBytes, "max-key-bytes", cfg.MaxKeyBytes, "longest key")
+	fs.IntVar(&cfg.MaxValueBytes, "max-value-bytes", cfg.MaxValueBytes, "largest value (compact JSON)")
+	fs.IntVar(&cfg.MaxMetadataBytes, "max-metadata-bytes", cfg.MaxMetadataBytes, "largest lease metadata (compact JSON)")
+	fs.Int64Var(&cfg.MaxLeases, "max-leases", cfg.MaxLeases, "most active leases, anonymous ones included")
+	fs.Int64Var(&cfg.MaxKeysPerLease, "max-keys-per-lease", cfg.MaxKeysPerLease, "most keys attached to one lease")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	pprofListen := fs.String("pprof-listen", "", "serve Go's net/http/pprof profiles on this address (for profiling; off by default)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	if *pprofListen != "" {
+		if err := servePprof(*pprofListen, cfg.Logger); err != nil {
+			return err
+		}
+	}
+	svc, err := service.Start(cfg)
+	if err != nil {
+		return err
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	got := <-sig
+	cfg.Logger.Info("shutting down", "signal", got.String())
+	return svc.Close()
+}
+
+// servePprof exposes the profiling handlers on their own listener, never on
+// an address the service is reached on.
+func servePprof(addr string, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--pprof-listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	go func() {
+		if err := http.Serve(ln, mux); err != nil {
+			log.Warn("pprof listener stopped", "err", err)
+		}
+	}()
+	return nil
+}

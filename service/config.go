@@ -1,0 +1,173 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/concord-io/concord/subjects"
+)
+
+// Config configures a node. Zero fields take the defaults of DefaultConfig.
+type Config struct {
+	// NodeID names this node in Raft. It is recorded in the data directory
+	// on first start and must not change afterwards.
+	NodeID string
+	// DataDir holds the Raft log (raft.db) and snapshots.
+	DataDir string
+	// RaftAddr is the TCP address Raft listens on and advertises.
+	RaftAddr string
+
+	// NATSURL connects to an external NATS; empty embeds a server.
+	NATSURL string
+	// NATSListen is the embedded server's client address.
+	NATSListen string
+	// SubjectPrefix is the first token(s) of every subject.
+	SubjectPrefix string
+
+	// TickInterval bounds how stale the replicated lease clock can be and
+	// how often the leader looks for expired leases.
+	TickInterval time.Duration
+	// ExpireBatch is the most leases one expire command carries.
+	ExpireBatch int
+	// ApplyTimeout bounds how long a request waits to enter the Raft log.
+	ApplyTimeout time.Duration
+	// MaxInflight bounds the requests handled at once.
+	MaxInflight int
+
+	// SnapshotThreshold is how many new log entries trigger a snapshot;
+	// SnapshotInterval how often Raft checks; TrailingLogs how many entries
+	// stay in the log after a snapshot for followers that lag.
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	TrailingLogs      uint64
+
+	// Limits.
+	MinTTL           int64 // seconds
+	MaxKeyBytes      int
+	MaxValueBytes    int
+	MaxMetadataBytes int
+	MaxLeases        int64
+	MaxKeysPerLease  int64
+
+	// Logger receives the node's logs; nil uses slog.Default().
+	Logger *slog.Logger
+}
+
+// Built-in limits that are not flags.
+const (
+	defaultListLimit = 1000
+	maxListLimit     = 10000
+	// maxLeaseID keeps every id exact in a float64, so clients in any
+	// language (JavaScript included) read it without loss.
+	maxLeaseID = 1<<53 - 1
+	// maxTTL guards the millisecond deadline arithmetic against overflow.
+	maxTTL = 100 * 365 * 24 * 3600
+)
+
+// DefaultConfig returns the configuration of `concord serve` with no flags.
+func DefaultConfig() Config {
+	return Config{
+		NodeID:            "n1",
+		DataDir:           "concord-data",
+		RaftAddr:          "127.0.0.1:7422",
+		NATSListen:        "127.0.0.1:4222",
+		SubjectPrefix:     subjects.DefaultPrefix,
+		TickInterval:      time.Second,
+		ExpireBatch:       50,
+		ApplyTimeout:      5 * time.Second,
+		MaxInflight:       4096,
+		SnapshotThreshold: 8192,
+		SnapshotInterval:  30 * time.Second,
+		TrailingLogs:      10240,
+		MinTTL:            1,
+		MaxKeyBytes:       subjects.MaxKeyBytes,
+		MaxValueBytes:     1 << 20,
+		MaxMetadataBytes:  8 << 10,
+		MaxLeases:         100_000,
+		MaxKeysPerLease:   10_000,
+	}
+}
+
+// ErrConfig reports an invalid configuration.
+var ErrConfig = errors.New("invalid configuration")
+
+func (c *Config) fillDefaults() {
+	d := DefaultConfig()
+	setStr := func(v *string, def string) {
+		if *v == "" {
+			*v = def
+		}
+	}
+	setStr(&c.NodeID, d.NodeID)
+	setStr(&c.DataDir, d.DataDir)
+	setStr(&c.RaftAddr, d.RaftAddr)
+	setStr(&c.NATSListen, d.NATSListen)
+	setStr(&c.SubjectPrefix, d.SubjectPrefix)
+	if c.TickInterval == 0 {
+		c.TickInterval = d.TickInterval
+	}
+	if c.ExpireBatch == 0 {
+		c.ExpireBatch = d.ExpireBatch
+	}
+	if c.ApplyTimeout == 0 {
+		c.ApplyTimeout = d.ApplyTimeout
+	}
+	if c.MaxInflight == 0 {
+		c.MaxInflight = d.MaxInflight
+	}
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = d.SnapshotThreshold
+	}
+	if c.SnapshotInterval == 0 {
+		c.SnapshotInterval = d.SnapshotInterval
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = d.TrailingLogs
+	}
+	if c.MinTTL == 0 {
+		c.MinTTL = d.MinTTL
+	}
+	if c.MaxKeyBytes == 0 {
+		c.MaxKeyBytes = d.MaxKeyBytes
+	}
+	if c.MaxValueBytes == 0 {
+		c.MaxValueBytes = d.MaxValueBytes
+	}
+	if c.MaxMetadataBytes == 0 {
+		c.MaxMetadataBytes = d.MaxMetadataBytes
+	}
+	if c.MaxLeases == 0 {
+		c.MaxLeases = d.MaxLeases
+	}
+	if c.MaxKeysPerLease == 0 {
+		c.MaxKeysPerLease = d.MaxKeysPerLease
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.TickInterval < 10*time.Millisecond:
+		return fmt.Errorf("%w: tick interval %s is below 10ms", ErrConfig, c.TickInterval)
+	case c.ExpireBatch < 1:
+		return fmt.Errorf("%w: expire batch %d must be at least 1", ErrConfig, c.ExpireBatch)
+	case c.MinTTL < 1:
+		return fmt.Errorf("%w: min ttl %d must be at least 1 second", ErrConfig, c.MinTTL)
+	case c.MaxKeyBytes < 1 || c.MaxKeyBytes > subjects.MaxKeyBytes*4:
+		return fmt.Errorf("%w: max key bytes %d out of range 1..%d", ErrConfig, c.MaxKeyBytes, subjects.MaxKeyBytes*4)
+	case c.MaxValueBytes < 1 || c.MaxMetadataBytes < 2:
+		return fmt.Errorf("%w: value and metadata limits must be positive", ErrConfig)
+	case c.MaxLeases < 1 || c.MaxKeysPerLease < 1:
+		return fmt.Errorf("%w: lease limits must be positive", ErrConfig)
+	case c.MaxInflight < 1:
+		return fmt.Errorf("%w: max inflight %d must be at least 1", ErrConfig, c.MaxInflight)
+	}
+	if _, err := subjects.New(c.SubjectPrefix); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	return nil
+}

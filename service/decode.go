@@ -1,0 +1,291 @@
+package service
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/concord-io/concord/fsm"
+	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/subjects"
+)
+
+// The decoders turn a request body into an fsm command or a read query,
+// checking everything that does not depend on state. They never touch Raft,
+// so bad input is answered with 400/413 and changes nothing.
+
+func invalid(format string, args ...any) *schema.Error {
+	return schema.Errorf(schema.ErrInvalidRequest, format, args...)
+}
+
+// decodeStrict decodes one JSON object into v, rejecting unknown fields,
+// wrong types and trailing data, with a description that names the field.
+func decodeStrict(data []byte, v any) *schema.Error {
+	trimmed := bytes.TrimLeft(data, " \t\r\n")
+	if len(trimmed) == 0 {
+		return invalid("the request body is empty; send a JSON object")
+	}
+	if trimmed[0] != '{' {
+		return invalid("the request body must be a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return describeJSONError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return invalid("unexpected data after the JSON object")
+	}
+	return nil
+}
+
+func describeJSONError(err error) *schema.Error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return invalid("malformed JSON at byte %d: %v", syn.Offset, syn)
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			field = "body"
+		}
+		return invalid("field %q: expected %s, got JSON %s", field, typ.Type, typ.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return invalid("malformed JSON: unexpected end of input")
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return invalid("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	}
+	return invalid("malformed JSON: %v", err)
+}
+
+func (s *Service) checkKey(field, key string) *schema.Error {
+	if err := subjects.ValidateKey(key, s.cfg.MaxKeyBytes); err != nil {
+		return invalid("%s: %v", field, err)
+	}
+	return nil
+}
+
+func checkLeaseID(field string, id int64) *schema.Error {
+	if id < 1 || id > maxLeaseID {
+		return invalid("%s: lease id %d is outside 1..%d", field, id, int64(maxLeaseID))
+	}
+	return nil
+}
+
+func (s *Service) checkTTL(field string, ttl int64) *schema.Error {
+	switch {
+	case ttl < s.cfg.MinTTL:
+		return invalid("%s: %d is below the minimum ttl of %d s", field, ttl, s.cfg.MinTTL)
+	case ttl > maxTTL:
+		return invalid("%s: %d is above the maximum ttl of %d s", field, ttl, int64(maxTTL))
+	}
+	return nil
+}
+
+// compactJSON returns the compact encoding of raw (which the decoder has
+// already checked is valid JSON).
+func compactJSON(raw json.RawMessage) json.RawMessage {
+	var buf bytes.Buffer
+	buf.Grow(len(raw))
+	if err := json.Compact(&buf, raw); err != nil {
+		return raw
+	}
+	return buf.Bytes()
+}
+
+func (s *Service) decodeGrant(data []byte) (*fsm.Grant, *schema.Error) {
+	var req schema.LeaseGrantRequest
+	if e := decodeStrict(data, &req); e != nil {
+		return nil, e
+	}
+	if e := s.checkTTL("ttl", req.TTL); e != nil {
+		return nil, e
+	}
+	if req.ID != 0 {
+		if e := checkLeaseID("id", req.ID); e != nil {
+			return nil, e
+		}
+	}
+	g := &fsm.Grant{ID: req.ID, TTL: req.TTL}
+	if len(req.Metadata) > 0 && !bytes.Equal(req.Metadata, []byte("null")) {
+		md := compactJSON(req.Metadata)
+		if md[0] != '{' {
+			return nil, invalid("metadata: must be a JSON object")
+		}
+		if len(md) > s.cfg.MaxMetadataBytes {
+			return nil, schema.Errorf(schema.ErrTooLarge, "metadata: %d bytes is more than %d", len(md), s.cfg.MaxMetadataBytes)
+		}
+		g.Metadata = md
+	}
+	return g, nil
+}
+
+func (s *Service) decodeKeepAlive(data []byte) (*fsm.KeepAlive, *schema.Error) {
+	var req schema.LeaseKeepAliveRequest
+	if e := decodeStrict(data, &req); e != nil {
+		return nil, e
+	}
+	if e := checkLeaseID("id", req.ID); e != nil {
+		return nil, e
+	}
+	k := &fsm.KeepAlive{ID: req.ID}
+	if req.TTL != nil {
+		if e := s.checkTTL("ttl", *req.TTL); e != nil {
+			return nil, e
+		}
+		k.TTL = *req.TTL
+	}
+	return k, nil
+}
+
+func decodeRevoke(data []byte) (*fsm.Revoke, *schema.Error) {
+	var req schema.LeaseRevokeRequest
+	if e := decodeStrict(data, &req); e != nil {
+		return nil, e
+	}
+	if e := checkLeaseID("id", req.ID); e != nil {
+		return nil, e
+	}
+	return &fsm.Revoke{ID: req.ID}, nil
+}
+
+func decodeInfo(data []byte) (*schema.LeaseInfoRequest, *schema.Error) {
+	var req schema.LeaseInfoRequest
+	if e := decodeStrict(data, &req); e != nil {
+		return nil, e
+	}
+	if e := checkLeaseID("id", req.ID); e != nil {
+		return nil, e
+	}
+	return &req, nil
+}
+
+func decodeList(data []byte) (*schema.LeaseListRequest, *schema.Error) {
+	var req schema.LeaseListRequest
+	if e := decodeStrict(data, &req); e != nil {
+		return nil, e
+	}
+	if req.After < 0 {
+		return nil, invalid("after: %d is negative", req.After)
+	}
+	limit, e := checkLimit(req.Limit)
+	if e != nil {
+		return nil, e
+	}
+	req.Limit = limit
+	return &req, nil
+}
+
+func checkLimit(limit int) (int, *schema.Error) {
+	switch {
+	case limit == 0:
+		return defaultListLimit, nil
+	case limit < 0 || limit > maxListLimit:
+		return 0, invalid("limit: %d is outside 1..%d", limit, maxListLimit)
+	}
+	return limit, nil
+}
+
+func (s *Service) decodePut(data []byte) (*fsm.Put, *schema.Error) {
+	var req schema.KVPutRequest
+	if e := decodeStrict(data, &req); e != nil {
+		return nil, e
+	}
+	if e := s.checkKey("key", req.Key); e != nil {
+		return nil, e
+	}
+	if len(req.Value) == 0 {
+		return nil, invalid("value: missing; any JSON value is accepted, null included")
+	}
+	p := &fsm.Put{Key: req.Key, Value: compactJSON(req.Value), PrevKV: req.PrevKV}
+	if len(p.Value) > s.cfg.MaxValueBytes {
+		return nil, schema.Errorf(schema.ErrTooLarge, "value: %d bytes is more than %d", len(p.Value), s.cfg.MaxValueBytes)
+	}
+	if req.Lease != nil && req.TTL != nil {
+		return nil, invalid("lease and ttl: give one or the other, not both")
+	}
+	if req.Lease != nil && *req.Lease != 0 {
+		if e := checkLeaseID("lease", *req.Lease); e != nil {
+			return nil, e
+		}
+		p.Lease = *req.Lease
+	}
+	if req.TTL != nil {
+		if e := s.checkTTL("ttl", *req.TTL); e != nil {
+			return nil, e
+		}
+		p.TTL = *req.TTL
+	}
+	return p, nil
+}
+
+// keyOrPrefix checks that exactly one of key and prefix is given.
+func (s *Service) keyOrPrefix(key, prefix *string) (string, bool, *schema.Error) {
+	switch {
+	case key != nil && prefix != nil:
+		return "", false, invalid("key and prefix: give exactly one")
+	case key != nil:
+		return *key, false, s.checkKey("key", *key)
+	case prefix != nil:
+		if err := subjects.ValidatePrefix(*prefix, s.cfg.MaxKeyBytes); err != nil {
+			return "", false, invalid("prefix: %v", err)
+		}
+		return *prefix, true, nil
+	}
+	return "", false, invalid("key or prefix: one is required (prefix \"\" means every key)")
+}
+
+func (s *Service) decodeGet(data []byte) (fsm.GetQuery, bool, *schema.Error) {
+	var req schema.KVGetRequest
+	if e := decodeStrict(data, &req); e != nil {
+		return fsm.GetQuery{}, false, e
+	}
+	key, isPrefix, e := s.keyOrPrefix(req.Key, req.Prefix)
+	if e != nil {
+		return fsm.GetQuery{}, false, e
+	}
+	if req.After != "" && !isPrefix {
+		return fsm.GetQuery{}, false, invalid("after: only applies to a prefix read")
+	}
+	limit, e := checkLimit(req.Limit)
+	if e != nil {
+		return fsm.GetQuery{}, false, e
+	}
+	q := fsm.GetQuery{Key: key, IsPrefix: isPrefix, After: req.After, Limit: limit, KeysOnly: req.KeysOnly, CountOnly: req.CountOnly}
+	return q, req.Serializable, nil
+}
+
+func (s *Service) decodeDelete(data []byte) (*fsm.Delete, *schema.Error) {
+	var req schema.KVDeleteRequest
+	if e := decodeStrict(data, &req); e != nil {
+		return nil, e
+	}
+	key, isPrefix, e := s.keyOrPrefix(req.Key, req.Prefix)
+	if e != nil {
+		return nil, e
+	}
+	return &fsm.Delete{Key: key, IsPrefix: isPrefix, PrevKV: req.PrevKV}, nil
+}
+
+// errorFor maps an error from the state machine or Raft to its wire form.
+func errorFor(err error) *schema.Error {
+	var se *schema.Error
+	if errors.As(err, &se) {
+		return se
+	}
+	switch {
+	case errors.Is(err, fsm.ErrLeaseNotFound):
+		return schema.Errorf(schema.ErrLeaseNotFound, "%s", err)
+	case errors.Is(err, fsm.ErrLeaseExists):
+		return schema.Errorf(schema.ErrLeaseExists, "%s", err)
+	case errors.Is(err, fsm.ErrLeaseConflict):
+		return schema.Errorf(schema.ErrLeaseConflict, "%s", err)
+	case errors.Is(err, fsm.ErrLimitExceeded):
+		return schema.Errorf(schema.ErrLimitExceeded, "%s", err)
+	}
+	return schema.Errorf(schema.ErrInternal, "%s", fmt.Sprint(err))
+}

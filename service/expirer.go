@@ -1,0 +1,90 @@
+package service
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/concord-io/concord/fsm"
+)
+
+// runExpirer runs on the leader. It wakes at the earlier of the next tick
+// and the first lease deadline; then, while leases exist, it proposes an
+// expire command carrying the lease-clock time. With no expired leases that
+// command is a tick: it only records the clock in the log, so that after a
+// restart or failover a lease has lost at most one tick of its remaining
+// time. Expired leases go in batches of ExpireBatch, all proposed at once so
+// Raft can write them together; Apply re-checks each deadline, so a
+// keep-alive that lands first wins.
+func (s *Service) runExpirer(ctx context.Context) {
+	tick := s.cfg.TickInterval
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	var lastProposal time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		now, ok := s.clock.now()
+		if !ok {
+			return
+		}
+		var expired []int64
+		var haveLeases bool
+		s.sm.read(func(st *fsm.State) {
+			expired = st.Expired(now, 0)
+			_, haveLeases = st.NextDeadline()
+		})
+		wait := tick
+		if haveLeases && (len(expired) > 0 || time.Since(lastProposal) >= tick) {
+			if err := s.proposeExpire(now, expired); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				s.log.Warn("propose lease expiry", "leases", len(expired), "err", err)
+				wait = 100 * time.Millisecond
+			}
+			lastProposal = time.Now()
+		}
+		if !lastProposal.IsZero() {
+			if sinceTick := time.Since(lastProposal); sinceTick < tick {
+				wait = min(wait, tick-sinceTick)
+			}
+		}
+		// Wake when the first deadline has strictly passed on the lease clock.
+		var next int64
+		var has bool
+		s.sm.read(func(st *fsm.State) { next, has = st.NextDeadline() })
+		if has {
+			if cur, ok := s.clock.now(); ok {
+				wait = min(wait, time.Duration(next+1-cur)*time.Millisecond)
+			}
+		}
+		timer.Reset(max(wait, time.Millisecond))
+	}
+}
+
+// proposeExpire proposes the expiry of ids (a tick when empty) and waits for
+// every batch to apply.
+func (s *Service) proposeExpire(now int64, ids []int64) error {
+	var futures []raft.ApplyFuture
+	for first := true; first || len(ids) > 0; first = false {
+		n := min(len(ids), s.cfg.ExpireBatch)
+		data, err := fsm.Encode(now, &fsm.Expire{IDs: ids[:n]})
+		if err != nil {
+			return err
+		}
+		ids = ids[n:]
+		futures = append(futures, s.raft.Apply(data, s.cfg.ApplyTimeout))
+	}
+	var firstErr error
+	for _, f := range futures {
+		if err := f.Error(); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	return firstErr
+}

@@ -1,0 +1,95 @@
+package service
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/concord-io/concord/fsm"
+)
+
+// leaderTerm is what this node runs while it leads.
+type leaderTerm struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// runLeadership follows Raft's leadership notifications. NotifyCh is
+// buffered and delivers every change, unlike LeaderCh, which can drop them.
+func (s *Service) runLeadership(ctx context.Context) {
+	var term *leaderTerm
+	defer func() {
+		if term != nil {
+			s.stepDown(term)
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case isLeader := <-s.notifyCh:
+			switch {
+			case isLeader && term == nil:
+				term = s.becomeLeader(ctx)
+			case !isLeader && term != nil:
+				s.stepDown(term)
+				term = nil
+			}
+		}
+	}
+}
+
+// becomeLeader makes sure every older entry is applied, starts the lease
+// clock where the log left it, and only then starts serving.
+func (s *Service) becomeLeader(ctx context.Context) *leaderTerm {
+	// Events of every entry applied from now on are ours to publish.
+	s.pub.enabled.Store(true)
+	for {
+		err := s.raft.Barrier(s.cfg.ApplyTimeout).Error()
+		if err == nil {
+			break
+		}
+		if s.raft.State() != raft.Leader || ctx.Err() != nil {
+			s.pub.enabled.Store(false)
+			return nil
+		}
+		s.log.Warn("leader barrier failed; retrying", "err", err)
+		time.Sleep(100 * time.Millisecond)
+	}
+	var base int64
+	var limits fsm.Limits
+	s.sm.read(func(st *fsm.State) { base, limits = st.Now(), st.Limits() })
+	s.clock.startAt(base)
+
+	want := fsm.Limits{MaxLeases: s.cfg.MaxLeases, MaxKeysPerLease: s.cfg.MaxKeysPerLease}
+	if limits != want {
+		if _, e := s.propose(&want); e != nil {
+			s.log.Error("set replicated limits", "err", e)
+		}
+	}
+
+	tctx, cancel := context.WithCancel(ctx)
+	term := &leaderTerm{cancel: cancel}
+	term.wg.Add(1)
+	go func() {
+		defer term.wg.Done()
+		s.runExpirer(tctx)
+	}()
+	if err := s.subscribe(); err != nil {
+		s.log.Error("subscribe to request subjects", "err", err)
+	}
+	s.log.Info("leading: serving requests", "node", s.cfg.NodeID, "lease_clock_ms", base, "subjects", s.names.Prefix()+".lease.*, "+s.names.Prefix()+".kv.*")
+	return term
+}
+
+// stepDown stops answering first, then stops the leader's background work.
+func (s *Service) stepDown(term *leaderTerm) {
+	s.unsubscribe()
+	term.cancel()
+	term.wg.Wait()
+	s.clock.stop()
+	s.pub.enabled.Store(false)
+	s.log.Info("no longer leading", "node", s.cfg.NodeID)
+}

@@ -1,0 +1,75 @@
+package service
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/subjects"
+)
+
+// publisher sends watch events from one goroutine, in the order the state
+// machine applied them, so every subscriber sees revisions in order. Only
+// the leader publishes; enabled is switched with leadership.
+type publisher struct {
+	nc      *nats.Conn
+	names   subjects.Names
+	log     *slog.Logger
+	ch      chan []schema.Event
+	enabled atomic.Bool
+	done    chan struct{} // closed when run returns
+}
+
+func newPublisher(nc *nats.Conn, names subjects.Names, log *slog.Logger) *publisher {
+	// The buffer absorbs bursts; when it is full, Apply waits, which slows
+	// writers rather than dropping events.
+	return &publisher{nc: nc, names: names, log: log, ch: make(chan []schema.Event, 4096), done: make(chan struct{})}
+}
+
+// enqueue is called by the state machine in log order.
+func (p *publisher) enqueue(events []schema.Event) {
+	if !p.enabled.Load() {
+		return
+	}
+	select {
+	case p.ch <- events:
+	case <-p.done:
+	}
+}
+
+func (p *publisher) run(ctx context.Context) {
+	defer close(p.done)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case batch := <-p.ch:
+			for i := range batch {
+				p.publish(&batch[i])
+			}
+		}
+	}
+}
+
+func (p *publisher) publish(ev *schema.Event) {
+	data, err := marshal(ev)
+	if err != nil {
+		p.log.Error("encode watch event", "key", ev.Key, "revision", ev.Revision, "err", err)
+		return
+	}
+	msg := &nats.Msg{
+		Subject: p.names.Watch(ev.Key),
+		Header: nats.Header{
+			schema.HeaderRevision:  []string{strconv.FormatInt(ev.Revision, 10)},
+			schema.HeaderOperation: []string{ev.Operation()},
+		},
+		Data: data,
+	}
+	if err := p.nc.PublishMsg(msg); err != nil {
+		p.log.Warn("publish watch event", "key", ev.Key, "revision", ev.Revision, "err", err)
+	}
+}

@@ -1,0 +1,162 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/concord-io/concord/service/boltstore"
+	"github.com/concord-io/concord/subjects"
+)
+
+// Service is a running Concord node.
+type Service struct {
+	cfg   Config
+	log   *slog.Logger
+	names subjects.Names
+
+	ns *server.Server // nil when connected to an external NATS
+	nc *nats.Conn
+
+	store *boltstore.Store
+	trans *raft.NetworkTransport
+	raft  *raft.Raft
+	sm    *stateMachine
+
+	clock    leaseClock
+	pub      *publisher
+	reads    *readBarrier
+	notifyCh chan bool
+	workers  chan struct{} // one token per running worker
+	jobs     chan job      // requests for idle workers
+
+	subsMu sync.Mutex
+	subs   []*nats.Subscription
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed sync.Once
+}
+
+// Start starts a node and returns once its parts are running; it serves
+// requests as soon as Raft elects it (at once, for a single node).
+func Start(cfg Config) (*Service, error) {
+	cfg.fillDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	names, _ := subjects.New(cfg.SubjectPrefix)
+	s := &Service{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		names:    names,
+		notifyCh: make(chan bool, 16),
+		workers:  make(chan struct{}, cfg.MaxInflight),
+		jobs:     make(chan job),
+	}
+	s.reads = &readBarrier{s: s}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if err := s.start(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Service) start() error {
+	opts := []nats.Option{
+		nats.Name("concord-" + s.cfg.NodeID),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+	}
+	url := s.cfg.NATSURL
+	if url == "" {
+		ns, err := startEmbeddedNATS(&s.cfg, s.log)
+		if err != nil {
+			return err
+		}
+		s.ns = ns
+		url = ns.ClientURL()
+		opts = append(opts, nats.InProcessServer(ns))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return fmt.Errorf("connect to nats %s: %w", url, err)
+	}
+	s.nc = nc
+	if need := int64(s.cfg.MaxValueBytes + payloadHeadroom); nc.MaxPayload() < need {
+		s.log.Warn("the NATS max_payload is below the largest value plus its envelope; large puts will be refused by NATS",
+			"max_payload", nc.MaxPayload(), "max_value_bytes", s.cfg.MaxValueBytes)
+	}
+	s.pub = newPublisher(nc, s.names, s.log)
+	s.sm = newStateMachine(s.pub.enqueue)
+	s.goRun(s.pub.run)
+	if err := s.startRaft(); err != nil {
+		return err
+	}
+	s.goRun(s.runLeadership)
+	s.log.Info("concord started", "node", s.cfg.NodeID, "nats", url, "raft", s.cfg.RaftAddr, "data_dir", s.cfg.DataDir, "prefix", s.cfg.SubjectPrefix)
+	return nil
+}
+
+func (s *Service) goRun(f func(context.Context)) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f(s.ctx)
+	}()
+}
+
+// NATSURL returns the client URL of the embedded NATS server, or the
+// configured external URL.
+func (s *Service) NATSURL() string {
+	if s.ns != nil {
+		return s.ns.ClientURL()
+	}
+	return s.cfg.NATSURL
+}
+
+// IsLeader reports whether this node leads the cluster.
+func (s *Service) IsLeader() bool {
+	return s.raft != nil && s.raft.State() == raft.Leader
+}
+
+// Close stops serving, then shuts down Raft and closes the log store so
+// that every acknowledged write is on disk, then stops NATS.
+func (s *Service) Close() error {
+	var errs []error
+	s.closed.Do(func() {
+		s.unsubscribe()
+		s.cancel()
+		if s.raft != nil {
+			if err := s.raft.Shutdown().Error(); err != nil {
+				errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
+			}
+		}
+		s.wg.Wait()
+		if s.trans != nil {
+			s.trans.Close()
+		}
+		if s.store != nil {
+			if err := s.store.Close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if s.nc != nil {
+			s.nc.Close()
+		}
+		if s.ns != nil {
+			s.ns.Shutdown()
+			s.ns.WaitForShutdown()
+		}
+	})
+	return errors.Join(errs...)
+}

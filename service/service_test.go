@@ -1,0 +1,220 @@
+package service
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/nats-io/nats.go"
+
+	"github.com/concord-io/concord/fsm"
+	"github.com/concord-io/concord/schema"
+)
+
+// startTest starts an in-process node on random ports in a temp dir and
+// waits until it leads.
+func startTest(t *testing.T, mod func(*Config)) (*Service, *nats.Conn) {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.NATSListen = "127.0.0.1:0"
+	cfg.RaftAddr = "127.0.0.1:0"
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if mod != nil {
+		mod(&cfg)
+	}
+	s, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	nc, err := nats.Connect(s.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		msg, err := nc.Request("concord.lease.list", []byte(`{}`), time.Second)
+		if err == nil && msg.Header.Get(schema.HeaderErrorCode) == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node not serving: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return s, nc
+}
+
+func request(t *testing.T, nc *nats.Conn, subject string, body any, out any) *schema.Error {
+	t.Helper()
+	data, _ := json.Marshal(body)
+	msg, err := nc.Request(subject, data, 10*time.Second)
+	if err != nil {
+		return schema.Errorf(schema.ErrUnavailable, "request: %v", err)
+	}
+	if msg.Header.Get(schema.HeaderErrorCode) != "" {
+		var er schema.ErrorReply
+		if err := json.Unmarshal(msg.Data, &er); err != nil {
+			t.Errorf("bad error body %s", msg.Data)
+			return nil
+		}
+		return er.Error
+	}
+	if out != nil {
+		if err := json.Unmarshal(msg.Data, out); err != nil {
+			t.Errorf("decode %s: %v", msg.Data, err)
+		}
+	}
+	return nil
+}
+
+// Many clients at once, every endpoint, watchers listening: run under
+// -race. Every acknowledged put of a key that was never deleted is there.
+func TestConcurrentClientsKeepStateConsistent(t *testing.T) {
+	s, nc := startTest(t, nil)
+	var events sync.Map
+	sub, err := nc.Subscribe("concord.watch.>", func(m *nats.Msg) {
+		var ev schema.Event
+		if json.Unmarshal(m.Data, &ev) == nil {
+			events.Store(fmt.Sprintf("%d/%d", ev.Revision, ev.OpIndex), ev.Key)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+
+	const clients, rounds = 16, 30
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			var g schema.LeaseGrantReply
+			if e := request(t, nc, "concord.lease.grant", map[string]any{"ttl": 60}, &g); e != nil {
+				errs <- e
+				return
+			}
+			for r := 0; r < rounds; r++ {
+				key := fmt.Sprintf("c%d.k%d", c, r)
+				if e := request(t, nc, "concord.kv.put", map[string]any{"key": key, "value": r, "lease": g.ID}, nil); e != nil {
+					errs <- e
+					return
+				}
+				if e := request(t, nc, "concord.lease.keepalive", map[string]any{"id": g.ID}, nil); e != nil {
+					errs <- e
+					return
+				}
+				var got schema.KVGetReply
+				if e := request(t, nc, "concord.kv.get", map[string]any{"key": key}, &got); e != nil || len(got.KVs) != 1 {
+					errs <- fmt.Errorf("read-your-write of %s: %v %+v", key, e, got)
+					return
+				}
+			}
+		}(c)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	var count int
+	s.sm.read(func(st *fsm.State) { count = st.KeyCount() })
+	if count != clients*rounds {
+		t.Fatalf("%d keys, want %d", count, clients*rounds)
+	}
+}
+
+// Raft never hands no-op and barrier entries to the FSM; a read right after
+// the leader's barrier must not wait for an index the FSM will not reach.
+func TestLinearizableReadWithNonCommandTail(t *testing.T) {
+	s, nc := startTest(t, nil)
+	var l raft.Log
+	if err := s.store.GetLog(s.raft.LastIndex(), &l); err != nil {
+		t.Fatal(err)
+	}
+	if l.Type == raft.LogCommand {
+		t.Fatalf("test premise: the last entry %d is a command", l.Index)
+	}
+	start := time.Now()
+	var g schema.KVGetReply
+	if e := request(t, nc, "concord.kv.get", map[string]any{"prefix": ""}, &g); e != nil {
+		t.Fatal(e)
+	}
+	if time.Since(start) > 2*time.Second {
+		t.Fatalf("read took %s", time.Since(start))
+	}
+}
+
+// Expired leases go to Raft in batches of ExpireBatch.
+func TestProposeExpireBatches(t *testing.T) {
+	s, _ := startTest(t, func(c *Config) { c.ExpireBatch = 50 })
+	now, ok := s.clock.now()
+	if !ok {
+		t.Fatal("leader clock not running")
+	}
+	ids := make([]int64, 120)
+	for i := range ids {
+		ids[i] = int64(1000 + i) // unknown leases: each batch applies as a no-op
+	}
+	before := s.raft.LastIndex()
+	if err := s.proposeExpire(now, ids); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.raft.LastIndex() - before; got != 3 {
+		t.Fatalf("120 expirations took %d log entries, want 3 (50+50+20)", got)
+	}
+	before = s.raft.LastIndex()
+	if err := s.proposeExpire(now, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.raft.LastIndex() - before; got != 1 {
+		t.Fatalf("a tick took %d entries, want 1", got)
+	}
+}
+
+func TestLeaseClockStandsStillWhenStopped(t *testing.T) {
+	var c leaseClock
+	if _, ok := c.now(); ok {
+		t.Fatal("a clock that never started reports time")
+	}
+	c.startAt(5000)
+	first, _ := c.now()
+	time.Sleep(20 * time.Millisecond)
+	second, ok := c.now()
+	if !ok || first < 5000 || second < first+20 {
+		t.Fatalf("clock read %d then %d", first, second)
+	}
+	c.stop()
+	if _, ok := c.now(); ok {
+		t.Fatal("stopped clock reports time")
+	}
+}
+
+func TestConfigRejectsNonsense(t *testing.T) {
+	for name, mod := range map[string]func(*Config){
+		"tick":   func(c *Config) { c.TickInterval = time.Microsecond },
+		"batch":  func(c *Config) { c.ExpireBatch = -1 },
+		"prefix": func(c *Config) { c.SubjectPrefix = "a.>" },
+		"ttl":    func(c *Config) { c.MinTTL = -1 },
+	} {
+		cfg := DefaultConfig()
+		mod(&cfg)
+		cfg.fillDefaults()
+		if err := cfg.validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

@@ -1,0 +1,153 @@
+package service
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/concord-io/concord/fsm"
+	"github.com/concord-io/concord/schema"
+)
+
+// stateMachine adapts fsm.State to raft.BatchingFSM. It owns the lock that
+// lets request handlers read while Raft applies, tracks the index the state
+// has applied (raft.AppliedIndex counts entries handed to the FSM goroutine,
+// not applied ones), and passes each entry's events on in log order.
+type stateMachine struct {
+	mu    sync.RWMutex
+	state *fsm.State
+
+	applied appliedIndex
+	// onEvents is called from the Raft FSM goroutine, in log order, outside mu.
+	onEvents func([]schema.Event)
+}
+
+var _ raft.BatchingFSM = (*stateMachine)(nil)
+
+func newStateMachine(onEvents func([]schema.Event)) *stateMachine {
+	return &stateMachine{state: fsm.New(), onEvents: onEvents, applied: newAppliedIndex()}
+}
+
+func (m *stateMachine) Apply(l *raft.Log) any {
+	return m.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// ApplyBatch applies a batch under one lock acquisition.
+func (m *stateMachine) ApplyBatch(logs []*raft.Log) []any {
+	out := make([]any, len(logs))
+	results := make([]*fsm.Result, len(logs))
+	m.mu.Lock()
+	for i, l := range logs {
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		r := m.state.Apply(l.Data)
+		results[i] = &r
+		out[i] = &r
+	}
+	m.mu.Unlock()
+	for _, r := range results {
+		if r != nil && len(r.Events) > 0 {
+			m.onEvents(r.Events)
+		}
+	}
+	if len(logs) > 0 {
+		m.applied.set(logs[len(logs)-1].Index)
+	}
+	return out
+}
+
+// read runs f with the state locked for reading.
+func (m *stateMachine) read(f func(*fsm.State)) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	f(m.state)
+}
+
+// Snapshot takes an O(1) copy-on-write snapshot. Raft calls it on the FSM
+// goroutine, between applies, so the applied index matches the state.
+func (m *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return &fsmSnapshot{index: m.applied.get(), snap: m.state.Snapshot()}, nil
+}
+
+// Restore replaces the state from a snapshot written by fsmSnapshot.Persist.
+func (m *stateMachine) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	var hdr [8]byte
+	if _, err := io.ReadFull(rc, hdr[:]); err != nil {
+		return fmt.Errorf("restore snapshot: read applied index: %w", err)
+	}
+	ns := fsm.New()
+	if err := ns.Restore(rc); err != nil {
+		return fmt.Errorf("restore snapshot: %w", err)
+	}
+	m.mu.Lock()
+	m.state = ns
+	m.mu.Unlock()
+	m.applied.set(binary.BigEndian.Uint64(hdr[:]))
+	return nil
+}
+
+// fsmSnapshot frames the fsm snapshot with the applied index, so a restored
+// node knows which entries its state already contains.
+type fsmSnapshot struct {
+	index uint64
+	snap  *fsm.Snapshot
+}
+
+func (f *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	var hdr [8]byte
+	binary.BigEndian.PutUint64(hdr[:], f.index)
+	if _, err := sink.Write(hdr[:]); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("persist snapshot: %w", err)
+	}
+	if _, err := f.snap.WriteTo(sink); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("persist snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (f *fsmSnapshot) Release() {}
+
+// appliedIndex is a monotonic index that goroutines can wait on.
+type appliedIndex struct {
+	mu    sync.Mutex
+	index uint64
+	// changed is closed and replaced whenever index advances.
+	changed chan struct{}
+}
+
+func newAppliedIndex() appliedIndex {
+	return appliedIndex{changed: make(chan struct{})}
+}
+
+func (a *appliedIndex) set(i uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if i <= a.index {
+		return
+	}
+	a.index = i
+	close(a.changed)
+	a.changed = make(chan struct{})
+}
+
+func (a *appliedIndex) get() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.index
+}
+
+// waitCh returns the current index and a channel closed when it advances.
+func (a *appliedIndex) waitCh() (uint64, <-chan struct{}) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.index, a.changed
+}

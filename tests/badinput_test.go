@@ -1,0 +1,98 @@
+package tests
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/subjects"
+)
+
+// Every kind of bad input gets its error reply, changes nothing, and leaves
+// the service answering.
+func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
+	n := startNode(t, nodeOpts{})
+	c := connect(t, n.natsURL)
+	lease := c.grant(60)
+	c.put("ok.k", 1, lease)
+	kvsBefore, leasesBefore := c.fullState()
+
+	const bad = schema.ErrInvalidRequest
+	long := strings.Repeat("a", 1025)
+	cases := []struct {
+		name string
+		ep   subjects.Endpoint
+		body string
+		want string
+		// mention must appear in the description (the field it names).
+		mention string
+	}{
+		{"empty body", subjects.KVPut, ``, bad, "empty"},
+		{"malformed json", subjects.KVPut, `{"key":`, bad, "JSON"},
+		{"not an object", subjects.KVPut, `[1,2]`, bad, "object"},
+		{"null body", subjects.LeaseGrant, `null`, bad, "object"},
+		{"trailing data", subjects.LeaseGrant, `{"ttl":5} {"ttl":6}`, bad, "after"},
+		{"unknown field", subjects.LeaseGrant, `{"ttl":5,"tll":6}`, bad, `"tll"`},
+		{"wrong type ttl", subjects.LeaseGrant, `{"ttl":"5"}`, bad, `"ttl"`},
+		{"fractional ttl", subjects.LeaseGrant, `{"ttl":1.5}`, bad, `"ttl"`},
+		{"zero ttl", subjects.LeaseGrant, `{"ttl":0}`, bad, "ttl"},
+		{"negative ttl", subjects.LeaseGrant, `{"ttl":-3}`, bad, "ttl"},
+		{"missing ttl", subjects.LeaseGrant, `{}`, bad, "ttl"},
+		{"huge ttl", subjects.LeaseGrant, `{"ttl":9223372036854775807}`, bad, "ttl"},
+		{"negative id", subjects.LeaseGrant, `{"ttl":5,"id":-1}`, bad, "id"},
+		{"id beyond 2^53", subjects.LeaseGrant, `{"ttl":5,"id":9007199254740992}`, bad, "id"},
+		{"metadata not object", subjects.LeaseGrant, `{"ttl":5,"metadata":[1]}`, bad, "metadata"},
+		{"metadata too large", subjects.LeaseGrant, `{"ttl":5,"metadata":{"x":"` + strings.Repeat("m", 8200) + `"}}`, schema.ErrTooLarge, "metadata"},
+		{"keepalive zero ttl", subjects.LeaseKeepAlive, `{"id":1,"ttl":0}`, bad, "ttl"},
+		{"keepalive missing id", subjects.LeaseKeepAlive, `{}`, bad, "id"},
+		{"keepalive unknown lease", subjects.LeaseKeepAlive, `{"id":4242}`, schema.ErrLeaseNotFound, "4242"},
+		{"revoke unknown lease", subjects.LeaseRevoke, `{"id":4242}`, schema.ErrLeaseNotFound, "4242"},
+		{"revoke wrong type", subjects.LeaseRevoke, `{"id":true}`, bad, `"id"`},
+		{"info unknown lease", subjects.LeaseInfo, `{"id":4242}`, schema.ErrLeaseNotFound, "4242"},
+		{"info zero id", subjects.LeaseInfo, `{"id":0}`, bad, "id"},
+		{"list negative limit", subjects.LeaseList, `{"limit":-1}`, bad, "limit"},
+		{"list huge limit", subjects.LeaseList, `{"limit":10001}`, bad, "limit"},
+		{"list negative after", subjects.LeaseList, `{"after":-5}`, bad, "after"},
+		{"put missing key", subjects.KVPut, `{"value":1}`, bad, "key"},
+		{"put missing value", subjects.KVPut, `{"key":"a"}`, bad, "value"},
+		{"put key with space", subjects.KVPut, `{"key":"a b","value":1}`, bad, "key"},
+		{"put key with star", subjects.KVPut, `{"key":"a.*","value":1}`, bad, "key"},
+		{"put key with gt", subjects.KVPut, `{"key":"a.>","value":1}`, bad, "key"},
+		{"put key empty token", subjects.KVPut, `{"key":"a..b","value":1}`, bad, "key"},
+		{"put key leading dot", subjects.KVPut, `{"key":".a","value":1}`, bad, "key"},
+		{"put key trailing dot", subjects.KVPut, `{"key":"a.","value":1}`, bad, "key"},
+		{"put key non-ascii", subjects.KVPut, `{"key":"caf\u00e9","value":1}`, bad, "key"},
+		{"put key too long", subjects.KVPut, `{"key":"` + long + `","value":1}`, bad, "key"},
+		{"put lease and ttl", subjects.KVPut, `{"key":"a","value":1,"lease":1,"ttl":5}`, bad, "lease and ttl"},
+		{"put lease 0 and ttl", subjects.KVPut, `{"key":"a","value":1,"lease":0,"ttl":5}`, bad, "lease and ttl"},
+		{"put zero ttl", subjects.KVPut, `{"key":"a","value":1,"ttl":0}`, bad, "ttl"},
+		{"put negative lease", subjects.KVPut, `{"key":"a","value":1,"lease":-2}`, bad, "lease"},
+		{"put unknown lease", subjects.KVPut, `{"key":"a","value":1,"lease":4242}`, schema.ErrLeaseNotFound, "4242"},
+		{"put value too large", subjects.KVPut, `{"key":"a","value":"` + strings.Repeat("v", 1<<20) + `"}`, schema.ErrTooLarge, "value"},
+		{"get key and prefix", subjects.KVGet, `{"key":"a","prefix":"a"}`, bad, "key and prefix"},
+		{"get neither", subjects.KVGet, `{}`, bad, "key or prefix"},
+		{"get bad prefix", subjects.KVGet, `{"prefix":"a b"}`, bad, "prefix"},
+		{"get after without prefix", subjects.KVGet, `{"key":"a","after":"a"}`, bad, "after"},
+		{"get huge limit", subjects.KVGet, `{"prefix":"","limit":10001}`, bad, "limit"},
+		{"delete neither", subjects.KVDelete, `{}`, bad, "key or prefix"},
+		{"delete bad key", subjects.KVDelete, `{"key":"a.>"}`, bad, "key"},
+		{"delete unknown field", subjects.KVDelete, `{"key":"a","recursive":true}`, bad, `"recursive"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cc := &client{t: t, nc: c.nc, names: c.names}
+			e := cc.fails(tc.ep, tc.body, tc.want)
+			if !strings.Contains(e.Description, tc.mention) {
+				t.Errorf("description %q does not mention %q", e.Description, tc.mention)
+			}
+		})
+	}
+
+	kvsAfter, leasesAfter := c.fullState()
+	if kvsAfter.Revision != kvsBefore.Revision || len(kvsAfter.KVs) != len(kvsBefore.KVs) || len(leasesAfter) != len(leasesBefore) {
+		t.Fatalf("bad input changed state: revision %d -> %d, %d -> %d keys, %d -> %d leases",
+			kvsBefore.Revision, kvsAfter.Revision, len(kvsBefore.KVs), len(kvsAfter.KVs), len(leasesBefore), len(leasesAfter))
+	}
+	// Still serving.
+	c.put("ok.after", 2, lease)
+}

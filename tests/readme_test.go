@@ -1,0 +1,249 @@
+package tests
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// readmeBlock is a console block of README.md marked for this test.
+type readmeBlock struct {
+	steps []readmeStep
+}
+
+// readmeStep is a "$ command" line and the output shown under it.
+type readmeStep struct {
+	cmd    string
+	output []string
+}
+
+// readmeBlocks returns the console blocks that follow a
+// "<!-- readme-test: NAME -->" marker, by name.
+func readmeBlocks(t *testing.T) map[string]readmeBlock {
+	t.Helper()
+	data, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := map[string]readmeBlock{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var name string
+	var inBlock bool
+	var cur readmeBlock
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "<!-- readme-test: "):
+			name = strings.TrimSuffix(strings.TrimPrefix(line, "<!-- readme-test: "), " -->")
+		case name != "" && !inBlock && strings.HasPrefix(line, "```console"):
+			inBlock, cur = true, readmeBlock{}
+		case inBlock && line == "```":
+			blocks[name] = cur
+			name, inBlock = "", false
+		case inBlock && strings.HasPrefix(line, "$ "):
+			cur.steps = append(cur.steps, readmeStep{cmd: strings.TrimPrefix(line, "$ ")})
+		case inBlock && len(cur.steps) > 0:
+			s := &cur.steps[len(cur.steps)-1]
+			s.output = append(s.output, line)
+		}
+	}
+	return blocks
+}
+
+// natsCLI finds the nats CLI; `make test` installs it into ./bin and puts
+// it on PATH and sets CONCORD_REQUIRE_NATS_CLI, so CI cannot skip.
+func natsCLI(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("nats"); err != nil {
+		if os.Getenv("CONCORD_REQUIRE_NATS_CLI") != "" {
+			t.Fatal("the nats CLI is not on PATH; run `make tools`")
+		}
+		t.Skip("the nats CLI is not on PATH; `make test` installs it")
+	}
+}
+
+// shell runs a README command with the nats CLI pointed at url and no user
+// configuration; it returns stdout.
+func shell(t *testing.T, url, command string) *exec.Cmd {
+	t.Helper()
+	home := t.TempDir()
+	cmd := exec.Command("bash", "-c", command)
+	cmd.Env = append(os.Environ(), "NATS_URL="+url, "HOME="+home, "XDG_CONFIG_HOME="+home, "NATS_CONTEXT=")
+	return cmd
+}
+
+// sameJSON compares a reply with the README's version of it. Fields whose
+// value is time (remaining_ms, remaining_ttl) must be numbers no larger
+// than the README shows; everything else must be equal.
+func sameJSON(want, got any) error {
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			return fmt.Errorf("want an object, got %v", got)
+		}
+		if len(g) != len(w) {
+			return fmt.Errorf("want fields %v, got %v", keysOf(w), keysOf(g))
+		}
+		for k, wv := range w {
+			gv, ok := g[k]
+			if !ok {
+				return fmt.Errorf("missing field %q", k)
+			}
+			if k == "remaining_ms" || k == "remaining_ttl" {
+				gn, ok := gv.(float64)
+				if !ok || gn < 0 || gn > wv.(float64) {
+					return fmt.Errorf("%s = %v, want a number in 0..%v", k, gv, wv)
+				}
+				continue
+			}
+			if err := sameJSON(wv, gv); err != nil {
+				return fmt.Errorf("%s: %w", k, err)
+			}
+		}
+		return nil
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return fmt.Errorf("want %v, got %v", want, got)
+		}
+		for i := range w {
+			if err := sameJSON(w[i], g[i]); err != nil {
+				return fmt.Errorf("[%d]: %w", i, err)
+			}
+		}
+		return nil
+	}
+	if !reflect.DeepEqual(want, got) {
+		return fmt.Errorf("want %v, got %v", want, got)
+	}
+	return nil
+}
+
+func keysOf(m map[string]any) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	return ks
+}
+
+func jsonLines(t *testing.T, lines []string) []any {
+	t.Helper()
+	var out []any
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "{") {
+			continue
+		}
+		var v any
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Fatalf("README JSON %q: %v", l, err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func TestReadmeQuickstart(t *testing.T) {
+	natsCLI(t)
+	blocks := readmeBlocks(t)
+	watch, requests := blocks["watch"], blocks["requests"]
+	if len(watch.steps) != 1 || len(requests.steps) < 5 {
+		t.Fatalf("README quickstart blocks not found or changed shape: watch %d steps, requests %d", len(watch.steps), len(requests.steps))
+	}
+	n := startNode(t, nodeOpts{})
+
+	// The watcher runs the README's command, stopping after the events it shows.
+	wantEvents := jsonLines(t, watch.steps[0].output)
+	sub := shell(t, n.natsURL, fmt.Sprintf("%s --count=%d", watch.steps[0].cmd, len(wantEvents)))
+	subOut := &lockedBuffer{}
+	sub.Stdout, sub.Stderr = subOut, subOut
+	if err := sub.Start(); err != nil {
+		t.Fatal(err)
+	}
+	subDone := make(chan error, 1)
+	go func() { subDone <- sub.Wait() }()
+	t.Cleanup(func() { sub.Process.Kill() })
+	// Wait until the CLI says it has subscribed, then give the
+	// subscription a moment to reach the server.
+	checkFor(t, 10*time.Second, 100*time.Millisecond, func() error {
+		if !strings.Contains(subOut.String(), "Subscribing on") {
+			return fmt.Errorf("nats sub not ready: %q", subOut.String())
+		}
+		return nil
+	})
+	time.Sleep(200 * time.Millisecond)
+
+	for _, step := range requests.steps {
+		want := jsonLines(t, step.output)
+		if len(want) != 1 {
+			t.Fatalf("README step %q shows %d JSON replies, want 1", step.cmd, len(want))
+		}
+		out, err := shell(t, n.natsURL, step.cmd).Output()
+		if err != nil {
+			t.Fatalf("%s: %v", step.cmd, err)
+		}
+		var got any
+		if err := json.Unmarshal(bytes.TrimSpace(out), &got); err != nil {
+			t.Fatalf("%s printed %q: %v", step.cmd, out, err)
+		}
+		if err := sameJSON(want[0], got); err != nil {
+			t.Fatalf("%s\nREADME shows %s\ngot %s\n%v", step.cmd, step.output, out, err)
+		}
+	}
+
+	// The lease expires 10 s after the keep-alive; the watcher then exits.
+	select {
+	case err := <-subDone:
+		if err != nil {
+			t.Fatalf("nats sub: %v\n%s", err, subOut.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the watcher did not see the README's events:\n%s", subOut.String())
+	}
+	var gotEvents []any
+	for _, l := range strings.Split(subOut.String(), "\n") {
+		if strings.HasPrefix(l, "{") {
+			var v any
+			if err := json.Unmarshal([]byte(l), &v); err != nil {
+				t.Fatal(err)
+			}
+			gotEvents = append(gotEvents, v)
+		}
+	}
+	if err := sameJSON(wantEvents, gotEvents); err != nil {
+		t.Fatalf("watch output differs from the README: %v\n%s", err, subOut.String())
+	}
+	for _, hdr := range []string{"Concord-Revision: 1", "Concord-Operation: PUT", "Concord-Revision: 2", "Concord-Operation: DEL"} {
+		if !strings.Contains(subOut.String(), hdr) {
+			t.Fatalf("watch output lacks header %q:\n%s", hdr, subOut.String())
+		}
+	}
+}
+
+// lockedBuffer collects a process's output while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
