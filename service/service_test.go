@@ -61,7 +61,8 @@ func request(t *testing.T, nc *nats.Conn, subject string, body any, out any) *sc
 	data, _ := json.Marshal(body)
 	msg, err := nc.Request(subject, data, 10*time.Second)
 	if err != nil {
-		return schema.Errorf(schema.ErrUnavailable, "request: %v", err)
+		// Not a wire error: a name no reply can carry, so no test mistakes it for one.
+		return &schema.Error{Name: "transport", Description: err.Error()}
 	}
 	if msg.Header.Get(schema.HeaderErrorCode) != "" {
 		var er schema.ErrorReply

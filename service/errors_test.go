@@ -1,0 +1,63 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/concord-io/concord/fsm"
+	"github.com/concord-io/concord/schema"
+)
+
+// A request over NATS to a node whose lease clock has stopped (as when it
+// loses leadership, before it unsubscribes) gets a 503 not_leader reply
+// through the real reply path. The other 503s come from Raft's errors,
+// mapped in TestErrorMapping.
+func TestRetryableErrorReplies(t *testing.T) {
+	s, nc := startTest(t, nil)
+	s.clock.stop()
+	e := request(t, nc, "concord.lease.grant", map[string]any{"ttl": 5}, nil)
+	if e == nil || e.Name != schema.ErrNotLeader || e.Code != 503 || !e.Retryable() {
+		t.Fatalf("grant on a node that is not leading: %v", e)
+	}
+	e = request(t, nc, "concord.kv.get", map[string]any{"key": "a", "serializable": true}, nil)
+	if e == nil || e.Name != schema.ErrNotLeader {
+		t.Fatalf("read on a node that is not leading: %v", e)
+	}
+	e = request(t, nc, "concord.lease.keepalive", map[string]any{"id": 1}, nil)
+	if e == nil || e.Name != schema.ErrNotLeader {
+		t.Fatalf("keepalive on a node that is not leading: %v", e)
+	}
+}
+
+func TestErrorMapping(t *testing.T) {
+	cases := []struct {
+		err  error
+		name string
+	}{
+		{fmt.Errorf("x: %w", fsm.ErrLeaseNotFound), schema.ErrLeaseNotFound},
+		{fmt.Errorf("x: %w", fsm.ErrLeaseExists), schema.ErrLeaseExists},
+		{fmt.Errorf("x: %w", fsm.ErrLeaseConflict), schema.ErrLeaseConflict},
+		{fmt.Errorf("x: %w", fsm.ErrLimitExceeded), schema.ErrLimitExceeded},
+		{fmt.Errorf("x: %w", fsm.ErrBadCommand), schema.ErrInternal},
+		{errors.New("anything else"), schema.ErrInternal},
+		{schema.Errorf(schema.ErrTooLarge, "big"), schema.ErrTooLarge},
+	}
+	for _, c := range cases {
+		if got := errorFor(c.err); got.Name != c.name {
+			t.Errorf("errorFor(%v) = %s, want %s", c.err, got.Name, c.name)
+		}
+	}
+	for err, name := range map[error]string{
+		raft.ErrNotLeader:      schema.ErrNotLeader,
+		raft.ErrLeadershipLost: schema.ErrUnavailable,
+		raft.ErrEnqueueTimeout: schema.ErrUnavailable,
+		raft.ErrRaftShutdown:   schema.ErrUnavailable,
+	} {
+		if got := raftError(err); got.Name != name || got.Code != 503 {
+			t.Errorf("raftError(%v) = %v, want %s", err, got, name)
+		}
+	}
+}
