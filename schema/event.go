@@ -1,6 +1,10 @@
 package schema
 
-import "encoding/json"
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+)
 
 // Event types.
 const (
@@ -52,4 +56,56 @@ func (e *Event) Operation() string {
 		return OperationDelete
 	}
 	return OperationPut
+}
+
+// AppendJSON appends the event's JSON encoding to b. It writes exactly what
+// encoding/json writes with HTML escaping off (a test holds it to that), at
+// a fraction of the cost: a 10,000-key revoke publishes 10,000 events.
+func (e *Event) AppendJSON(b []byte) []byte {
+	b = append(b, `{"type":`...)
+	b = appendJSONString(b, e.Type)
+	b = append(b, `,"key":`...)
+	b = appendJSONString(b, e.Key)
+	if len(e.Value) > 0 {
+		b = append(b, `,"value":`...)
+		b = append(b, e.Value...)
+	}
+	b = append(b, `,"revision":`...)
+	b = strconv.AppendInt(b, e.Revision, 10)
+	b = append(b, `,"op_index":`...)
+	b = strconv.AppendInt(b, int64(e.OpIndex), 10)
+	b = append(b, `,"create_revision":`...)
+	b = strconv.AppendInt(b, e.CreateRevision, 10)
+	b = append(b, `,"mod_revision":`...)
+	b = strconv.AppendInt(b, e.ModRevision, 10)
+	b = append(b, `,"version":`...)
+	b = strconv.AppendInt(b, e.Version, 10)
+	b = append(b, `,"lease":`...)
+	b = strconv.AppendInt(b, e.Lease, 10)
+	b = append(b, `,"cause":`...)
+	b = appendJSONString(b, e.Cause)
+	return append(b, '}')
+}
+
+// appendJSONString quotes s as encoding/json does without HTML escaping.
+// Keys are printable ASCII, so only '"' and '\' need escapes there; any
+// other string with control or non-ASCII bytes takes encoding/json's path.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f {
+			var buf bytes.Buffer
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false)
+			_ = enc.Encode(s) // a string always encodes
+			return append(b, bytes.TrimRight(buf.Bytes(), "\n")...)
+		}
+	}
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' {
+			b = append(b, '\\')
+		}
+		b = append(b, s[i])
+	}
+	return append(b, '"')
 }

@@ -43,33 +43,26 @@ func (p *publisher) enqueue(events []schema.Event) {
 
 func (p *publisher) run(ctx context.Context) {
 	defer close(p.done)
+	// One message, header map and buffer serve every event: PublishMsg
+	// copies them into the connection's buffer before it returns.
+	msg := &nats.Msg{Header: nats.Header{schema.HeaderRevision: {""}, schema.HeaderOperation: {""}}}
+	var buf []byte
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case batch := <-p.ch:
 			for i := range batch {
-				p.publish(&batch[i])
+				ev := &batch[i]
+				buf = ev.AppendJSON(buf[:0])
+				msg.Subject = p.names.Watch(ev.Key)
+				msg.Header[schema.HeaderRevision][0] = strconv.FormatInt(ev.Revision, 10)
+				msg.Header[schema.HeaderOperation][0] = ev.Operation()
+				msg.Data = buf
+				if err := p.nc.PublishMsg(msg); err != nil {
+					p.log.Warn("publish watch event", "key", ev.Key, "revision", ev.Revision, "err", err)
+				}
 			}
 		}
-	}
-}
-
-func (p *publisher) publish(ev *schema.Event) {
-	data, err := marshal(ev)
-	if err != nil {
-		p.log.Error("encode watch event", "key", ev.Key, "revision", ev.Revision, "err", err)
-		return
-	}
-	msg := &nats.Msg{
-		Subject: p.names.Watch(ev.Key),
-		Header: nats.Header{
-			schema.HeaderRevision:  []string{strconv.FormatInt(ev.Revision, 10)},
-			schema.HeaderOperation: []string{ev.Operation()},
-		},
-		Data: data,
-	}
-	if err := p.nc.PublishMsg(msg); err != nil {
-		p.log.Warn("publish watch event", "key", ev.Key, "revision", ev.Revision, "err", err)
 	}
 }

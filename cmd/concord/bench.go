@@ -290,8 +290,15 @@ func (b *bencher) revoke() (benchResult, error) {
 	defer watcher.Close()
 	var deletes atomic.Int64
 	done := make(chan time.Time, 1)
+	first := make(chan time.Time, 1)
 	sub, err := watcher.Subscribe(b.names.Watch(keyPrefix+">"), func(m *nats.Msg) {
-		if m.Header.Get(schema.HeaderOperation) == schema.OperationDelete && deletes.Add(1) == int64(b.cfg.revokeKeys) {
+		if m.Header.Get(schema.HeaderOperation) != schema.OperationDelete {
+			return
+		}
+		switch deletes.Add(1) {
+		case 1:
+			first <- time.Now()
+		case int64(b.cfg.revokeKeys):
 			done <- time.Now()
 		}
 	})
@@ -311,6 +318,7 @@ func (b *bencher) revoke() (benchResult, error) {
 	r := benchResult{Workload: "revoke", Ops: 1, Extra: map[string]float64{"keys": float64(rr.Deleted), "reply_ms": ms(replyAfter)}}
 	select {
 	case last := <-done:
+		r.Extra["first_event_ms"] = ms((<-first).Sub(t0))
 		r.Extra["last_event_ms"] = ms(last.Sub(t0))
 	case <-time.After(30 * time.Second):
 		r.Errors = int64(b.cfg.revokeKeys) - deletes.Load()
