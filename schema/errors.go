@@ -9,12 +9,14 @@ const (
 	ErrLeaseNotFound  = "lease_not_found"
 	ErrLeaseExists    = "lease_exists"
 	ErrLeaseConflict  = "lease_conflict"
-	ErrCompacted      = "compacted"
-	ErrTooLarge       = "too_large"
-	ErrLimitExceeded  = "limit_exceeded"
-	ErrNotLeader      = "not_leader"
-	ErrUnavailable    = "unavailable"
-	ErrInternal       = "internal"
+	// ErrIdempotencyConflict: an idempotency key reused for another request.
+	ErrIdempotencyConflict = "idempotency_conflict"
+	ErrCompacted           = "compacted"
+	ErrTooLarge            = "too_large"
+	ErrLimitExceeded       = "limit_exceeded"
+	ErrNotLeader           = "not_leader"
+	ErrUnavailable         = "unavailable"
+	ErrInternal            = "internal"
 )
 
 // ErrorSpec is one row of the error table.
@@ -33,6 +35,7 @@ var ErrorTable = []ErrorSpec{
 	{ErrLeaseNotFound, 404, false, "the lease does not exist (never granted, expired or revoked)"},
 	{ErrLeaseExists, 409, false, "a grant asked for an id that is taken"},
 	{ErrLeaseConflict, 409, false, "the key is attached to a different lease"},
+	{ErrIdempotencyConflict, 409, false, "the idempotency key was used for a different request"},
 	{ErrCompacted, 410, false, "the requested revision is below the compaction floor"},
 	{ErrTooLarge, 413, false, "a value, metadata or request exceeds its size limit"},
 	{ErrLimitExceeded, 429, false, "a count limit (leases, keys per lease) would be exceeded"},

@@ -26,6 +26,9 @@ type KVPutRequest struct {
 	// TTL attaches the key to a new anonymous lease of this many seconds.
 	TTL    *int64 `json:"ttl,omitempty"`
 	PrevKV bool   `json:"prev_kv,omitempty"`
+	// IdempotencyKey makes a retry return the first reply instead of
+	// applying twice (the Concord-Idempotency-Key header means the same).
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
 // KVPutReply answers P.kv.put.
@@ -62,6 +65,8 @@ type KVDeleteRequest struct {
 	Key    *string `json:"key,omitempty"`
 	Prefix *string `json:"prefix,omitempty"`
 	PrevKV bool    `json:"prev_kv,omitempty"`
+	// IdempotencyKey: as for KVPutRequest.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
 // KVDeleteReply answers P.kv.delete.

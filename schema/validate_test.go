@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -25,6 +26,8 @@ var wantNames = []string{
 	"kv.get.request",
 	"kv.put.reply",
 	"kv.put.request",
+	"kv.txn.reply",
+	"kv.txn.request",
 	"lease.grant.reply",
 	"lease.grant.request",
 	"lease.info.reply",
@@ -47,6 +50,8 @@ var goTypes = map[string]any{
 	"kv.get.request":          KVGetRequest{},
 	"kv.put.reply":            KVPutReply{},
 	"kv.put.request":          KVPutRequest{},
+	"kv.txn.reply":            KVTxnReply{},
+	"kv.txn.request":          KVTxnRequest{},
 	"lease.grant.reply":       LeaseGrantReply{},
 	"lease.grant.request":     LeaseGrantRequest{},
 	"lease.info.reply":        LeaseInfo{},
@@ -200,22 +205,6 @@ func TestObjectSchemasClosed(t *testing.T) {
 	}
 }
 
-// objectSchema returns the object schema at ref-free location: the
-// document itself, or the defs.json entry it is a $ref to.
-func objectSchema(t *testing.T, name string) map[string]any {
-	t.Helper()
-	doc := rawDoc(t, name)
-	ref, ok := doc["$ref"].(string)
-	if !ok {
-		return doc
-	}
-	def, ok := strings.CutPrefix(ref, "defs.json#/$defs/")
-	if !ok {
-		t.Fatalf("%s: unexpected $ref %q", name, ref)
-	}
-	return rawDoc(t, "defs")["$defs"].(map[string]any)[def].(map[string]any)
-}
-
 // jsonFields returns the JSON names of the fields of a struct type and those
 // that are always serialised (no omitempty).
 func jsonFields(typ reflect.Type) (all, required []string) {
@@ -253,13 +242,85 @@ func schemaFields(obj map[string]any) (all, required []string) {
 	return all, required
 }
 
+// resolveRef returns the schema that ref, written in document doc, points
+// to: a whole message document ("kv.put.reply.json") or a definition
+// ("defs.json#/$defs/key_value", or "#/$defs/key_value" inside defs.json).
+// at names it as "<document>#<fragment>".
+func resolveRef(t *testing.T, doc, ref string) (newDoc, at string, obj map[string]any) {
+	t.Helper()
+	file, frag, _ := strings.Cut(ref, "#")
+	if file != "" {
+		doc = strings.TrimSuffix(file, ".json")
+	}
+	obj = rawDoc(t, doc)
+	if frag == "" {
+		return doc, doc + "#", obj
+	}
+	def, ok := strings.CutPrefix(frag, "/$defs/")
+	if !ok {
+		t.Fatalf("%s: unexpected $ref %q", doc, ref)
+	}
+	defs, _ := obj["$defs"].(map[string]any)
+	obj, ok = defs[def].(map[string]any)
+	if !ok {
+		t.Fatalf("%s: $ref %q points to nothing", doc, ref)
+	}
+	return doc, doc + "#" + frag, obj
+}
+
+// structElem returns the struct type a field of type typ carries, directly,
+// through a pointer or as the elements of a slice (many reports the slice),
+// or nil for a field that is not a struct (json.RawMessage included).
+func structElem(typ reflect.Type) (elem reflect.Type, many bool) {
+	if typ.Kind() == reflect.Pointer {
+		typ = typ.Elem()
+	}
+	if typ.Kind() == reflect.Slice {
+		many = true
+		typ = typ.Elem()
+		if typ.Kind() == reflect.Pointer {
+			typ = typ.Elem()
+		}
+	}
+	if typ.Kind() != reflect.Struct {
+		return nil, false
+	}
+	return typ, many
+}
+
+// txnDefs maps the transaction's shared definitions to their Go types.
+var txnDefs = map[string]any{
+	"txn_compare":  TxnCompare{},
+	"txn_op":       TxnOp{},
+	"txn_put":      TxnPut{},
+	"txn_get":      TxnGet{},
+	"txn_delete":   TxnDelete{},
+	"txn_response": TxnResponse{},
+}
+
 // TestRequiredMatchesGoTypes checks that each object schema lists exactly
 // the Go type's fields and requires exactly those serialised without
-// omitempty.
+// omitempty. It follows every struct-typed field into its schema, through
+// $ref into defs.json or another message's document, so nested objects
+// (the records of a reply, a transaction's compares, operations and
+// responses) are compared too, and it fails when an object definition in
+// defs.json is reached by no Go type.
 func TestRequiredMatchesGoTypes(t *testing.T) {
-	check := func(label string, obj map[string]any, v any) {
+	reached := map[string]bool{}
+	compared := map[string]bool{} // "<location> <Go type>" already compared
+	var check func(label, doc string, obj map[string]any, typ reflect.Type)
+	check = func(label, doc string, obj map[string]any, typ reflect.Type) {
 		t.Helper()
-		typ := reflect.TypeOf(v)
+		if ref, ok := obj["$ref"].(string); ok {
+			var at string
+			doc, at, obj = resolveRef(t, doc, ref)
+			reached[at] = true
+			if compared[at+" "+typ.String()] {
+				return // each shared schema is reported once
+			}
+			compared[at+" "+typ.String()] = true
+			label += " (" + at + ")"
+		}
 		goAll, goReq := jsonFields(typ)
 		all, req := schemaFields(obj)
 		if !slices.Equal(all, goAll) {
@@ -268,15 +329,72 @@ func TestRequiredMatchesGoTypes(t *testing.T) {
 		if !slices.Equal(req, goReq) {
 			t.Errorf("%s: schema requires %q, Go type %s always has %q", label, req, typ, goReq)
 		}
+		props, _ := obj["properties"].(map[string]any)
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			elem, many := structElem(f.Type)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if elem == nil || !f.IsExported() || name == "-" {
+				continue
+			}
+			sub, ok := props[name].(map[string]any)
+			if !ok {
+				continue // reported above
+			}
+			if many {
+				if sub, ok = sub["items"].(map[string]any); !ok {
+					t.Errorf("%s/%s: Go type %s is a slice, the schema has no items", label, name, f.Type)
+					continue
+				}
+			}
+			check(label+"/"+name, doc, sub, elem)
+		}
 	}
 	for _, name := range wantNames {
-		check(name, objectSchema(t, name), goTypes[name])
+		check(name, name, rawDoc(t, name), reflect.TypeOf(goTypes[name]))
 	}
-	errObj := rawDoc(t, "error")["properties"].(map[string]any)["error"].(map[string]any)
-	check("error/error", errObj, Error{})
 	defs := rawDoc(t, "defs")["$defs"].(map[string]any)
-	check("defs/key_value", defs["key_value"].(map[string]any), KeyValue{})
-	check("defs/lease_info", defs["lease_info"].(map[string]any), LeaseInfo{})
+	named := map[string]any{"key_value": KeyValue{}, "lease_info": LeaseInfo{}}
+	maps.Copy(named, txnDefs)
+	for def, v := range named {
+		obj, ok := defs[def].(map[string]any)
+		if !ok {
+			t.Errorf("defs.json has no %s", def)
+			continue
+		}
+		check("defs/"+def, "defs", obj, reflect.TypeOf(v))
+	}
+	for def, v := range defs {
+		if _, ok := v.(map[string]any)["properties"]; ok && !reached["defs#/$defs/"+def] {
+			t.Errorf("defs/%s: no message reaches this object definition through a Go type", def)
+		}
+	}
+}
+
+// TestTxnCompareTargetsMatchGo checks the compare targets of txn_compare
+// against the Go constants that the server maps.
+func TestTxnCompareTargetsMatchGo(t *testing.T) {
+	props := rawDoc(t, "defs")["$defs"].(map[string]any)["txn_compare"].(map[string]any)["properties"].(map[string]any)
+	var targets []string
+	for _, v := range props["target"].(map[string]any)["enum"].([]any) {
+		targets = append(targets, v.(string))
+	}
+	want := []string{TargetExists, TargetValue, TargetField, TargetVersion, TargetCreateRevision, TargetModRevision, TargetLease, TargetTTL}
+	if !slices.Equal(targets, want) {
+		t.Errorf("txn_compare targets %q, Go constants %q", targets, want)
+	}
+	for _, target := range want {
+		doc := fmt.Sprintf(`{"compare":[{"key":"a","target":%q,"op":"==","value":0}]}`, target)
+		if target == TargetExists {
+			doc = strings.Replace(doc, `"value":0`, `"value":true`, 1)
+		}
+		if target == TargetField {
+			doc = strings.Replace(doc, `"value":0`, `"path":"/n","value":0`, 1)
+		}
+		if err := Validate("kv.txn.request", []byte(doc)); err != nil {
+			t.Errorf("target %s: %v", target, err)
+		}
+	}
 }
 
 func TestErrorTableMatchesSchema(t *testing.T) {
@@ -357,10 +475,32 @@ func TestRoundTrip(t *testing.T) {
 		{"event", Event{Type: EventPut, Key: "svc.api.n1", Value: json.RawMessage(`{"addr":"10.0.0.5"}`), Revision: 9, OpIndex: 0, CreateRevision: 5, ModRevision: 9, Version: 3, Lease: 1, Cause: CausePut}},
 		{"event", Event{Type: EventDelete, Key: "svc.api.n2", Revision: 12, OpIndex: 1, ModRevision: 12, Lease: 1, Cause: CauseLeaseRevoked}},
 		{"error", ErrorReply{Error: Errorf(ErrLeaseNotFound, "lease %d not found", 7)}},
+		{"error", ErrorReply{Error: Errorf(ErrIdempotencyConflict, "idempotency key %q was used for a different request", "n1:req-1842")}},
+		{"kv.txn.reply", sampleTxnReply()},
+		{"kv.txn.reply", KVTxnReply{Succeeded: false, Revision: 1843, Responses: []TxnResponse{
+			{Get: &KVGetReply{Revision: 1843, KVs: []KeyValue{sampleKV(true)}, Count: 1, More: true}},
+			{Delete: &KVDeleteReply{Revision: 1843, Deleted: 2, PrevKVs: []KeyValue{sampleKV(true), sampleKV(false)}}},
+		}}},
 	}
 	seen := map[string]bool{}
+	txnKinds := map[string]bool{}
 	for _, c := range cases {
 		seen[c.name] = true
+		if r, ok := c.v.(KVTxnReply); ok {
+			txnKinds[fmt.Sprintf("succeeded=%v", r.Succeeded)] = true
+			for _, resp := range r.Responses {
+				kinds := 0
+				for kind, set := range map[string]bool{"put": resp.Put != nil, "get": resp.Get != nil, "delete": resp.Delete != nil} {
+					if set {
+						kinds++
+						txnKinds[kind] = true
+					}
+				}
+				if kinds != 1 {
+					t.Errorf("kv.txn.reply case: a response with %d kinds", kinds)
+				}
+			}
+		}
 		// Every field of the value must be set, or the test would not see a
 		// field that the schema lacks.
 		if _, ok := c.v.(ErrorReply); !ok {
@@ -375,11 +515,28 @@ func TestRoundTrip(t *testing.T) {
 			t.Errorf("no round-trip case for %s", name)
 		}
 	}
+	for _, kind := range []string{"succeeded=true", "succeeded=false", "put", "get", "delete"} {
+		if !txnKinds[kind] {
+			t.Errorf("no kv.txn.reply round-trip case with %s", kind)
+		}
+	}
+}
+
+// sampleTxnReply is a fully populated transaction reply with one response
+// of each kind.
+func sampleTxnReply() KVTxnReply {
+	return KVTxnReply{Succeeded: true, Revision: 1843, Responses: []TxnResponse{
+		{Put: &KVPutReply{Revision: 1843, PrevKV: ptr(sampleKV(true))}},
+		{Get: &KVGetReply{Revision: 1843, KVs: []KeyValue{sampleKV(true), sampleKV(false)}, Count: 2, More: true}},
+		{Delete: &KVDeleteReply{Revision: 1843, Deleted: 1, PrevKVs: []KeyValue{sampleKV(false)}}},
+	}}
 }
 
 // assertPopulated fails when a struct field (recursively) is the zero value,
 // except fields that are zero by the rules (OpIndex of a first event, the
-// revisions and version of a delete event, and Anonymous).
+// revisions and version of a delete event, Anonymous, Succeeded of a
+// transaction that took its failure branch, and the two kinds a transaction
+// response does not have; TestRoundTrip checks that its cases cover them).
 func assertPopulated(t *testing.T, label string, v reflect.Value) {
 	t.Helper()
 	switch v.Kind() {
@@ -395,9 +552,11 @@ func assertPopulated(t *testing.T, label string, v reflect.Value) {
 		for i := range v.NumField() {
 			f := v.Type().Field(i)
 			fv := v.Field(i)
-			switch f.Name {
-			case "OpIndex", "Anonymous", "CreateRevision", "Version", "Value", "Lease", "RemainingMS", "Keys":
+			switch {
+			case slices.Contains([]string{"OpIndex", "Anonymous", "CreateRevision", "Version", "Value", "Lease", "RemainingMS", "Keys", "Succeeded"}, f.Name):
 				// May be zero or absent by the rules; other cases cover them.
+			case v.Type() == reflect.TypeFor[TxnResponse]():
+				// Exactly one of Put, Get and Delete is set.
 			default:
 				if fv.IsZero() {
 					t.Errorf("%s: round-trip value leaves %s.%s unset", label, v.Type(), f.Name)
@@ -405,6 +564,61 @@ func assertPopulated(t *testing.T, label string, v reflect.Value) {
 			}
 			assertPopulated(t, label+"."+f.Name, fv)
 		}
+	}
+}
+
+// printableASCII is every printable ASCII character, space included: what
+// an idempotency key may contain.
+var printableASCII = func() string {
+	var b strings.Builder
+	for c := byte(0x20); c <= 0x7e; c++ {
+		b.WriteByte(c)
+	}
+	return b.String()
+}()
+
+// repeatJSON returns n copies of a JSON value separated by commas, for
+// arrays at and beyond a limit.
+func repeatJSON(item string, n int) string {
+	return strings.TrimSuffix(strings.Repeat(item+",", n), ",")
+}
+
+// issueTxnExample is the request of the transactions issue, verbatim.
+const issueTxnExample = `{"compare": [ {"key":"locks.build","target":"create_revision","op":"==","value":0},
+              {"key":"cfg.api","target":"value","op":"==","value":{"v":3}},
+              {"key":"jobs.7.state","target":"field","path":"/status","op":"==","value":"pending"},
+              {"key":"locks.build","target":"lease","op":"==","value":42} ],
+ "success": [ {"put":{"key":"locks.build","value":"n1","lease":42}},
+              {"get":{"key":"cfg.api"}},
+              {"delete":{"prefix":"tmp.n1."}} ],
+ "failure": [ {"get":{"key":"locks.build"}} ],
+ "idempotency_key": "n1:req-1842"}`
+
+// sampleTxnRequest is a transaction request that uses every field of every
+// Go type of a request and every compare target.
+func sampleTxnRequest() KVTxnRequest {
+	return KVTxnRequest{
+		Compare: []TxnCompare{
+			{Key: "locks.build", Target: TargetExists, Op: "==", Value: json.RawMessage(`false`)},
+			{Key: "cfg.api", Target: TargetValue, Op: "!=", Value: json.RawMessage(`{"v":3}`)},
+			{Key: "jobs.7.state", Target: TargetField, Path: ptr("/status"), Op: "==", Value: json.RawMessage(`"pending"`)},
+			{Key: "cfg.api", Target: TargetVersion, Op: "<", Value: json.RawMessage(`10`)},
+			{Key: "cfg.api", Target: TargetCreateRevision, Op: "<=", Value: json.RawMessage(`12`)},
+			{Key: "cfg.api", Target: TargetModRevision, Op: ">", Value: json.RawMessage(`1500`)},
+			{Key: "svc.api.n1", Target: TargetLease, Op: "==", Value: json.RawMessage(`42`)},
+			{Key: "svc.api.n1", Target: TargetTTL, Op: ">=", Value: json.RawMessage(`5`)},
+		},
+		Success: []TxnOp{
+			{Put: &TxnPut{Key: "locks.build", Value: json.RawMessage(`"n1"`), Lease: ptr[int64](42), PrevKV: true}},
+			{Put: &TxnPut{Key: "jobs.7.state", Value: json.RawMessage(`{"status":"running"}`), TTL: ptr[int64](30)}},
+			{Get: &TxnGet{Prefix: ptr("cfg."), Limit: 1000, After: "cfg.api", KeysOnly: true, CountOnly: true}},
+			{Delete: &TxnDelete{Prefix: ptr("tmp.n1."), PrevKV: true, Limit: 1000}},
+		},
+		Failure: []TxnOp{
+			{Get: &TxnGet{Key: ptr("locks.build")}},
+			{Delete: &TxnDelete{Key: ptr("tmp.n1.x")}},
+		},
+		IdempotencyKey: "n1:req-1842",
 	}
 }
 
@@ -471,6 +685,40 @@ func validExamples(t *testing.T) []example {
 		{"kv.delete.request", js(t, KVDeleteRequest{Prefix: &empty})},
 		{"kv.delete.reply", js(t, KVDeleteReply{Revision: 9, Deleted: 0})},
 		{"kv.delete.reply", js(t, KVDeleteReply{Revision: 10, Deleted: 1, PrevKVs: []KeyValue{sampleKV(false)}})},
+		// kv.put and kv.delete with an idempotency key
+		{"kv.put.request", js(t, KVPutRequest{Key: key, Value: json.RawMessage(`{"addr":"10.0.0.5"}`), Lease: ptr[int64](1), PrevKV: true, IdempotencyKey: "n1:req-1842"})},
+		{"kv.put.request", `{"key":"a","value":1,"idempotency_key":" "}`},
+		{"kv.put.request", js(t, map[string]any{"key": "a", "value": 1, "idempotency_key": printableASCII + strings.Repeat("x", 256-len(printableASCII))})},
+		{"kv.delete.request", js(t, KVDeleteRequest{Key: &key, IdempotencyKey: "n1:req-1843"})},
+		{"kv.delete.request", js(t, KVDeleteRequest{Prefix: &prefix, PrevKV: true, IdempotencyKey: printableASCII})},
+		// kv.txn
+		{"kv.txn.request", issueTxnExample},
+		{"kv.txn.request", js(t, KVTxnRequest{ // a lock acquire
+			Compare: []TxnCompare{{Key: "locks.build", Target: TargetCreateRevision, Op: "==", Value: json.RawMessage(`0`)}},
+			Success: []TxnOp{{Put: &TxnPut{Key: "locks.build", Value: json.RawMessage(`"n1"`), Lease: ptr[int64](42)}}},
+			Failure: []TxnOp{{Get: &TxnGet{Key: ptr("locks.build")}}},
+		})},
+		{"kv.txn.request", js(t, KVTxnRequest{ // a field compare
+			Compare: []TxnCompare{{Key: "jobs.7.state", Target: TargetField, Path: ptr("/status"), Op: "==", Value: json.RawMessage(`"pending"`)}},
+			Success: []TxnOp{{Put: &TxnPut{Key: "jobs.7.state", Value: json.RawMessage(`{"status":"running","worker":"n1"}`)}}},
+		})},
+		{"kv.txn.request", `{}`},
+		{"kv.txn.request", `{"compare":[],"success":[],"failure":[]}`},
+		{"kv.txn.request", js(t, sampleTxnRequest())},
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"field","path":"","op":"!=","value":null}]}`},
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"field","path":"/a~1b/~0c/0/","op":">=","value":[1,{"x":true}]}]}`},
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"exists","op":"!=","value":false}]}`},
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"value","op":"==","value":null}]}`},
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"lease","op":"==","value":0},{"key":"b","target":"lease","op":"!=","value":9007199254740991}]}`},
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"ttl","op":"<","value":5},{"key":"a","target":"version","op":">","value":-1},{"key":"a","target":"mod_revision","op":"<=","value":3.0}]}`},
+		{"kv.txn.request", `{"compare":[` + repeatJSON(`{"key":"a","target":"version","op":"==","value":0}`, 64) + `]}`},
+		{"kv.txn.request", `{"success":[` + repeatJSON(`{"get":{"key":"a"}}`, 128) + `],"failure":[` + repeatJSON(`{"delete":{"key":"a"}}`, 128) + `]}`},
+		{"kv.txn.request", `{"success":[{"get":{"prefix":"","limit":1000}},{"delete":{"prefix":"","limit":1000}},{"delete":{"key":"a","limit":0}}],"idempotency_key":"x"}`},
+		{"kv.txn.reply", js(t, sampleTxnReply())},
+		{"kv.txn.reply", js(t, KVTxnReply{Succeeded: true, Revision: 12, Responses: []TxnResponse{}})},
+		{"kv.txn.reply", js(t, KVTxnReply{Succeeded: false, Revision: 7, Responses: []TxnResponse{{Get: &KVGetReply{Revision: 7, KVs: []KeyValue{}}}}})},
+		{"kv.txn.reply", js(t, KVTxnReply{Succeeded: false, Revision: 7, Responses: []TxnResponse{{Get: &KVGetReply{Revision: 7, KVs: []KeyValue{sampleKV(true)}, Count: 1}}, {Put: &KVPutReply{Revision: 7}}}})},
+		{"kv.txn.reply", js(t, KVTxnReply{Succeeded: true, Revision: 0, Responses: []TxnResponse{{Delete: &KVDeleteReply{Revision: 0, Deleted: 0}}}})},
 		// event
 		{"event", js(t, Event{Type: EventPut, Key: key, Value: json.RawMessage(`{"addr":"10.0.0.5"}`), Revision: 5, CreateRevision: 5, ModRevision: 5, Version: 1, Lease: 1, Cause: CausePut})},
 		{"event", js(t, Event{Type: EventPut, Key: key, Value: json.RawMessage(`null`), Revision: 6, CreateRevision: 5, ModRevision: 6, Version: 2, Cause: CausePut})},
@@ -588,6 +836,112 @@ func invalidExamples() []example {
 		{"kv.delete.reply", `{"revision":1}`},
 		{"kv.delete.reply", `{"revision":1,"deleted":1,"prev_kvs":{}}`},
 		{"kv.delete.reply", `{"revision":"1","deleted":1}`},
+		// kv.put and kv.delete idempotency keys
+		{"kv.put.request", `{"key":"a","value":1,"idempotency_key":""}`},
+		{"kv.put.request", `{"key":"a","value":1,"idempotency_key":"a\u0001"}`},
+		{"kv.put.request", `{"key":"a","value":1,"idempotency_key":"a\tb"}`},
+		{"kv.put.request", `{"key":"a","value":1,"idempotency_key":"a\u007f"}`},
+		{"kv.put.request", `{"key":"a","value":1,"idempotency_key":"caf\u00e9"}`},
+		{"kv.put.request", `{"key":"a","value":1,"idempotency_key":"` + strings.Repeat("k", 257) + `"}`},
+		{"kv.put.request", `{"key":"a","value":1,"idempotency_key":7}`},
+		{"kv.put.request", `{"key":"a","value":1,"idempotency_key":null}`},
+		{"kv.delete.request", `{"key":"a","idempotency_key":""}`},
+		{"kv.delete.request", `{"key":"a","idempotency_key":"a\nb"}`},
+		{"kv.delete.request", `{"prefix":"a","idempotency_key":"` + strings.Repeat("k", 257) + `"}`},
+		// kv.txn request: compares
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"lease_id","op":"==","value":1}]}`}, // unknown target
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"Version","op":"==","value":1}]}`},  // unknown target
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"version","op":"=","value":1}]}`},   // unknown op
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"version","op":"<>","value":1}]}`},  // unknown op
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"exists","op":"<","value":true}]}`}, // < on exists
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"value","op":"<","value":1}]}`},     // < on value
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"value","op":">=","value":1}]}`},    // >= on value
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"lease","op":"<","value":1}]}`},     // < on lease
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"exists","op":"==","value":1}]}`},   // exists with a number
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"exists","op":"==","value":"true"}]}`},
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"exists","op":"==","value":null}]}`},
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"version","op":"==","value":"3"}]}`}, // version with a string
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"version","op":"==","value":1.5}]}`},
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"create_revision","op":"==","value":null}]}`},
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"mod_revision","op":">","value":true}]}`},
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"ttl","op":"<","value":"5s"}]}`},
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"lease","op":"==","value":-1}]}`},
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"lease","op":"==","value":9007199254740992}]}`},
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"lease","op":"==","value":"42"}]}`},
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"field","op":"==","value":"pending"}]}`},                   // field without path
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"version","path":"/status","op":"==","value":1}]}`},        // path on a version compare
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"value","path":"","op":"==","value":1}]}`},                 // path on a value compare
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"exists","path":"/x","op":"==","value":true}]}`},           // path on an exists compare
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"field","path":"status","op":"==","value":"pending"}]}`},   // not a JSON Pointer
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"field","path":"/a~2","op":"==","value":"pending"}]}`},     // bad escape
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"field","path":"/a~","op":"==","value":"pending"}]}`},      // bad escape
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"field","path":["status"],"op":"==","value":"pending"}]}`}, // not a string
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"field","path":null,"op":"==","value":"pending"}]}`},
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"version","op":"=="}]}`}, // missing value
+		{"kv.txn.request", `{"compare":[{"target":"version","op":"==","value":1}]}`}, // missing key
+		{"kv.txn.request", `{"compare":[{"key":"a","op":"==","value":1}]}`},          // missing target
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"version","value":1}]}`}, // missing op
+		{"kv.txn.request", `{"compare":[{"key":"a b","target":"version","op":"==","value":1}]}`},
+		{"kv.txn.request", `{"compare":[{"key":"svc.>","target":"version","op":"==","value":1}]}`},
+		{"kv.txn.request", `{"compare":[{"key":"a","target":"version","op":"==","value":1,"range_end":"b"}]}`}, // unknown field
+		{"kv.txn.request", `{"compare":[` + repeatJSON(`{"key":"a","target":"version","op":"==","value":0}`, 65) + `]}`},
+		{"kv.txn.request", `{"compare":{"key":"a","target":"version","op":"==","value":0}}`},
+		{"kv.txn.request", `{"compare":null}`},
+		// kv.txn request: operations
+		{"kv.txn.request", `{"success":[{"put":{"key":"a","value":1},"get":{"key":"a"}}]}`}, // two kinds
+		{"kv.txn.request", `{"failure":[{"get":{"key":"a"},"delete":{"key":"a"}}]}`},        // two kinds
+		{"kv.txn.request", `{"success":[{}]}`},                                              // no kind
+		{"kv.txn.request", `{"success":[{"put":null}]}`},
+		{"kv.txn.request", `{"success":[{"range":{"key":"a"}}]}`}, // unknown field
+		{"kv.txn.request", `{"success":[` + repeatJSON(`{"get":{"key":"a"}}`, 129) + `]}`},
+		{"kv.txn.request", `{"failure":[` + repeatJSON(`{"get":{"key":"a"}}`, 129) + `]}`},
+		{"kv.txn.request", `{"success":{"get":{"key":"a"}}}`},
+		{"kv.txn.request", `{"success":[{"put":{"key":"a"}}]}`},                                 // put without value
+		{"kv.txn.request", `{"success":[{"put":{"key":"a","value":1,"lease":1,"ttl":10}}]}`},    // lease and ttl
+		{"kv.txn.request", `{"success":[{"put":{"key":"a","value":1,"ttl":0}}]}`},               // ttl 0
+		{"kv.txn.request", `{"success":[{"put":{"key":"a","value":1,"lease":-1}}]}`},            // negative lease
+		{"kv.txn.request", `{"success":[{"put":{"key":"a.","value":1}}]}`},                      // bad key
+		{"kv.txn.request", `{"success":[{"put":{"key":"a","value":1,"idempotency_key":"x"}}]}`}, // the key belongs to the transaction
+		{"kv.txn.request", `{"success":[{"put":{"key":"a","value":1,"version":2}}]}`},           // unknown field
+		{"kv.txn.request", `{"success":[{"get":{"key":"a","serializable":true}}]}`},             // serializable
+		{"kv.txn.request", `{"success":[{"get":{"prefix":"a","limit":1001}}]}`},                 // limit beyond 1000
+		{"kv.txn.request", `{"success":[{"get":{"prefix":"a","limit":-1}}]}`},                   // negative limit
+		{"kv.txn.request", `{"success":[{"get":{"key":"a","prefix":"a"}}]}`},                    // both key and prefix
+		{"kv.txn.request", `{"success":[{"get":{"limit":10}}]}`},                                // neither
+		{"kv.txn.request", `{"success":[{"get":{"key":"a","revision":3}}]}`},                    // unknown field
+		{"kv.txn.request", `{"success":[{"delete":{"prefix":"a","limit":1001}}]}`},              // limit beyond 1000
+		{"kv.txn.request", `{"success":[{"delete":{"prefix":"a","limit":-1}}]}`},                // negative limit
+		{"kv.txn.request", `{"success":[{"delete":{"key":"a","prefix":"a"}}]}`},                 // both key and prefix
+		{"kv.txn.request", `{"success":[{"delete":{"prev_kv":true}}]}`},                         // neither
+		{"kv.txn.request", `{"success":[{"delete":{"key":"a","idempotency_key":"x"}}]}`},        // the key belongs to the transaction
+		{"kv.txn.request", `{"success":[{"delete":{"key":"a","lease":1}}]}`},                    // unknown field
+		// kv.txn request: idempotency key and unknown fields
+		{"kv.txn.request", `{"idempotency_key":""}`},
+		{"kv.txn.request", `{"idempotency_key":"n1:\u0007"}`},
+		{"kv.txn.request", `{"idempotency_key":"n1:\r\n"}`},
+		{"kv.txn.request", `{"idempotency_key":"n1:\u007f"}`},
+		{"kv.txn.request", `{"idempotency_key":"n1:\u00e9"}`},
+		{"kv.txn.request", `{"idempotency_key":"` + strings.Repeat("k", 257) + `"}`},
+		{"kv.txn.request", `{"idempotency_key":42}`},
+		{"kv.txn.request", `{"revision":1}`}, // unknown field
+		{"kv.txn.request", `[]`},
+		// kv.txn reply
+		{"kv.txn.reply", `{"succeeded":true,"revision":2,"responses":[{"put":{"revision":2},"get":{"revision":2,"kvs":[],"count":0,"more":false}}]}`}, // two kinds
+		{"kv.txn.reply", `{"succeeded":true,"revision":2,"responses":[{"put":{"revision":2},"delete":{"revision":2,"deleted":1}}]}`},                  // two kinds
+		{"kv.txn.reply", `{"succeeded":true,"revision":2,"responses":[{}]}`},                                                                          // no kind
+		{"kv.txn.reply", `{"succeeded":true,"revision":2,"responses":[{"put":{"revision":2},"index":0}]}`},                                            // unknown field
+		{"kv.txn.reply", `{"succeeded":true,"revision":2,"responses":[{"put":{"revision":2,"header":{}}}]}`},                                          // unknown field in a put reply
+		{"kv.txn.reply", `{"succeeded":true,"revision":2,"responses":[{"put":{"revision":0}}]}`},                                                      // put reply revision 0
+		{"kv.txn.reply", `{"succeeded":true,"revision":2,"responses":[{"get":{"revision":2,"kvs":[],"count":0}}]}`},                                   // get reply without more
+		{"kv.txn.reply", `{"succeeded":true,"revision":2,"responses":[{"delete":{"revision":2,"deleted":-1}}]}`},                                      // negative deleted
+		{"kv.txn.reply", `{"succeeded":true,"revision":2,"responses":[{"put":null}]}`},
+		{"kv.txn.reply", `{"revision":2,"responses":[]}`},                              // missing succeeded
+		{"kv.txn.reply", `{"succeeded":true,"responses":[]}`},                          // missing revision
+		{"kv.txn.reply", `{"succeeded":true,"revision":2}`},                            // missing responses
+		{"kv.txn.reply", `{"succeeded":true,"revision":2,"responses":null}`},           // responses null
+		{"kv.txn.reply", `{"succeeded":"true","revision":2,"responses":[]}`},           // wrong type
+		{"kv.txn.reply", `{"succeeded":true,"revision":-1,"responses":[]}`},            // negative revision
+		{"kv.txn.reply", `{"succeeded":true,"revision":2,"responses":[],"header":{}}`}, // unknown field
 		// event
 		{"event", `{"type":"patch","key":"a","value":1,"revision":1,"op_index":0,"create_revision":1,"mod_revision":1,"version":1,"lease":0,"cause":"put"}`},        // bad type
 		{"event", `{"type":"delete","key":"a","value":1,"revision":2,"op_index":0,"create_revision":0,"mod_revision":2,"version":0,"lease":0,"cause":"delete"}`},    // value on delete
@@ -611,6 +965,7 @@ func invalidExamples() []example {
 		{"error", `{"error":{"code":404,"name":"lease_not_found","description":"x","retry":false}}`}, // unknown field
 		{"error", `{"error":{"code":404,"name":"lease_not_found","description":"x"},"request":"a"}`}, // unknown field
 		{"error", `{"error":null}`},
+		{"error", `{"error":{"code":400,"name":"idempotency_conflict","description":"x"}}`}, // code does not match name
 	}
 }
 
