@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"testing"
+
+	"github.com/concord-io/concord/schema"
 )
 
 // The benchmarks time Apply of an encoded log entry (decode included, as a
@@ -117,14 +119,21 @@ func BenchmarkRevoke10kKeys(b *testing.B) {
 
 // deepCopy copies a state into new trees, so that writes to the copy pay no
 // copy-on-write cost (a btree Clone would make the timed revoke copy nodes).
-// Records and leases are immutable once in a tree, so they are shared.
+// Records, leases and idempotency entries are immutable once in a tree, so
+// they are shared.
 func deepCopy(s *State) *State {
 	c := New()
 	s.kv.Ascend(func(r *record) bool { c.kv.ReplaceOrInsert(r); return true })
 	s.leases.Ascend(func(l *lease) bool { c.leases.ReplaceOrInsert(l); return true })
 	s.attached.Ascend(func(a attachment) bool { c.attached.ReplaceOrInsert(a); return true })
 	s.expiry.Ascend(func(e deadlineEntry) bool { c.expiry.ReplaceOrInsert(e); return true })
+	s.idemBySeq.Ascend(func(e *idemEntry) bool {
+		c.idemBySeq.ReplaceOrInsert(e)
+		c.idemByKey.ReplaceOrInsert(e)
+		return true
+	})
 	c.revision, c.nextLeaseID, c.now, c.limits, c.anonymous = s.revision, s.nextLeaseID, s.now, s.limits, s.anonymous
+	c.idemSeq = s.idemSeq
 	return c
 }
 
@@ -159,5 +168,78 @@ func BenchmarkSnapshotWrite(b *testing.B) {
 		if err != nil || n != size {
 			b.Fatalf("wrote %d bytes (want %d): %v", n, size, err)
 		}
+	}
+}
+
+// BenchmarkApplyTxnLockAcquire: the lock-acquire transaction, each on its
+// own key: compare create_revision == 0, put with a lease (one of 100),
+// get the key back. Every one must take the success branch and write.
+func BenchmarkApplyTxnLockAcquire(b *testing.B) {
+	s := New()
+	mustApply(b, s, t0, benchLimits)
+	for i := 0; i < 100; i++ {
+		mustApply(b, s, t0, &Grant{TTL: 3600})
+	}
+	entries := encodeAll(b, b.N, func(i int) (int64, any) {
+		key := fmt.Sprintf("locks.job.%09d", i)
+		return t0 + int64(i/1000), &Txn{
+			Compare: []Compare{{Key: key, Target: TargetCreateRevision, Op: CmpEq, Int: 0}},
+			Success: []TxnOp{
+				{Put: &Put{Key: key, Value: val(fmt.Sprintf(`{"owner":"n%d","since":%d}`, i%7, i)), Lease: int64(1 + i%100)}},
+				{Get: &GetQuery{Key: key}},
+			},
+			Failure: []TxnOp{{Get: &GetQuery{Key: key}}},
+		}
+	})
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r := s.Apply(entries[i])
+		if r.Err != nil || len(r.Events) != 1 || !r.Reply.(*schema.KVTxnReply).Succeeded {
+			b.Fatalf("entry %d: err %v, %d events, reply %+v", i, r.Err, len(r.Events), r.Reply)
+		}
+	}
+	b.StopTimer()
+	if s.KeyCount() != b.N || s.Revision() != int64(b.N) {
+		b.Fatalf("%d keys at revision %d after %d acquisitions", s.KeyCount(), s.Revision(), b.N)
+	}
+}
+
+// BenchmarkApplyIdempotentRetry: a retry of one of 10,000 remembered keyed
+// puts, answered from the cache (decode, hash, look-up), stamped later than
+// the first. Every one must be a cache hit that changes nothing.
+func BenchmarkApplyIdempotentRetry(b *testing.B) {
+	const remembered = 10_000
+	s := New()
+	mustApply(b, s, t0, &Grant{TTL: 3600})
+	body := func(i int) Command {
+		return Command{IdempotencyKey: fmt.Sprintf("client-%d:req-%d", i%16, i), Body: &Put{
+			Key:   fmt.Sprintf("svc.api.n%05d", i),
+			Value: val(fmt.Sprintf(`{"addr":"10.0.%d.%d","port":8080}`, i/256%256, i%256)),
+			Lease: 1,
+		}}
+	}
+	for i := 0; i < remembered; i++ {
+		if r := s.Apply(encode(b, t0, body(i))); r.Err != nil || r.Cached {
+			b.Fatalf("first apply %d: %+v", i, r)
+		}
+	}
+	if s.IdempotencyCount() != remembered {
+		b.Fatalf("%d entries remembered", s.IdempotencyCount())
+	}
+	rev := s.Revision()
+	entries := encodeAll(b, b.N, func(i int) (int64, any) {
+		return t0 + 1 + int64(i/1000), body(i * 7919 % remembered)
+	})
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if r := s.Apply(entries[i]); r.Err != nil || !r.Cached {
+			b.Fatalf("retry %d: err %v, cached %v", i, r.Err, r.Cached)
+		}
+	}
+	b.StopTimer()
+	if s.Revision() != rev || s.KeyCount() != remembered {
+		b.Fatalf("retries changed the state: revision %d -> %d, %d keys", rev, s.Revision(), s.KeyCount())
 	}
 }

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -21,6 +22,7 @@ const (
 	OpDelete    Op = 5
 	OpExpire    Op = 6
 	OpSetLimits Op = 7
+	OpTxn       Op = 8
 )
 
 func (o Op) String() string {
@@ -39,12 +41,18 @@ func (o Op) String() string {
 		return "expire"
 	case OpSetLimits:
 		return "set_limits"
+	case OpTxn:
+		return "txn"
 	}
 	return fmt.Sprintf("op(%d)", byte(o))
 }
 
-// commandFormat is the first byte of every encoded command.
-const commandFormat = 1
+// Command formats, the first byte of every encoded command: formatPlain
+// has no idempotency key, formatKeyed carries one after the header.
+const (
+	formatPlain = 1
+	formatKeyed = 2
+)
 
 // headerLen is format byte + op byte + 8-byte lease-clock stamp.
 const headerLen = 10
@@ -82,6 +90,10 @@ type Delete struct {
 	Key      string
 	IsPrefix bool
 	PrevKV   bool
+	// Limit, when positive, makes a prefix delete that matches more keys
+	// than this fail with ErrTooLarge instead of deleting them (used in
+	// transactions, which must stay bounded).
+	Limit int64
 }
 
 // Expire deletes the listed leases whose deadline has passed at the
@@ -90,73 +102,122 @@ type Expire struct {
 	IDs []int64
 }
 
-// Limits are the count limits decided in Apply. They are replicated state,
-// set by a command, so every replica enforces the same numbers.
+// Limits are the limits decided in Apply. They are replicated state, set by
+// a command, so every replica enforces the same numbers.
 type Limits struct {
 	MaxLeases       int64 `json:"max_leases"`
 	MaxKeysPerLease int64 `json:"max_keys_per_lease"`
+	// IdempotencyEntries bounds the idempotency cache; the oldest entry
+	// goes first.
+	IdempotencyEntries int64 `json:"idempotency_entries,omitempty"`
+	// IdempotencyRevisions drops entries recorded more than this many
+	// revisions ago.
+	IdempotencyRevisions int64 `json:"idempotency_revisions,omitempty"`
 }
 
 // DefaultLimits are the limits of a new state machine.
-var DefaultLimits = Limits{MaxLeases: 100_000, MaxKeysPerLease: 10_000}
+var DefaultLimits = Limits{MaxLeases: 100_000, MaxKeysPerLease: 10_000, IdempotencyEntries: 100_000, IdempotencyRevisions: 10_000}
 
 // Command is one decoded log entry.
 type Command struct {
 	Op Op
 	// Now is the lease-clock time, in milliseconds, stamped by the leader.
 	Now int64
-	// Body is one of *Grant, *KeepAlive, *Revoke, *Put, *Delete, *Expire, *Limits.
+	// IdempotencyKey, when set, makes a retry of the same command return
+	// the first reply instead of applying twice.
+	IdempotencyKey string
+	// Body is one of *Grant, *KeepAlive, *Revoke, *Put, *Delete, *Expire,
+	// *Limits, *Txn.
 	Body any
 }
 
-// Encode serialises a command for the Raft log: a header (format, op,
-// lease-clock stamp) and a binary body. Values and metadata are stored as
-// the caller gave them, byte for byte.
+// Encode serialises a command without an idempotency key.
 func Encode(now int64, body any) ([]byte, error) {
-	var op Op
+	return EncodeKeyed(now, "", body)
+}
+
+// EncodeKeyed serialises a command for the Raft log: a header (format, op,
+// lease-clock stamp), the idempotency key if there is one, and a binary
+// body.
+func EncodeKeyed(now int64, idempotencyKey string, body any) ([]byte, error) {
 	w := encoder{buf: make([]byte, headerLen, headerLen+64)}
+	w.buf[0] = formatPlain
+	if idempotencyKey != "" {
+		w.buf[0] = formatKeyed
+		w.bytes([]byte(idempotencyKey))
+	}
+	op, err := w.body(body)
+	if err != nil {
+		return nil, err
+	}
+	w.buf[1] = byte(op)
+	binary.BigEndian.PutUint64(w.buf[2:], uint64(now))
+	return w.buf, nil
+}
+
+// bodyHash identifies a command's request for the idempotency cache: the
+// op and body, without the stamp or the key.
+func bodyHash(body any) ([32]byte, error) {
+	w := encoder{}
+	op, err := w.body(body)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	return sha256.Sum256(append(w.buf, byte(op))), nil
+}
+
+func (w *encoder) body(body any) (Op, error) {
 	switch b := body.(type) {
 	case *Grant:
-		op = OpGrant
 		w.varint(b.ID)
 		w.varint(b.TTL)
 		w.bytes(b.Metadata)
+		return OpGrant, nil
 	case *KeepAlive:
-		op = OpKeepAlive
 		w.varint(b.ID)
 		w.varint(b.TTL)
+		return OpKeepAlive, nil
 	case *Revoke:
-		op = OpRevoke
 		w.varint(b.ID)
+		return OpRevoke, nil
 	case *Put:
-		op = OpPut
-		w.buf = slices.Grow(w.buf, len(b.Key)+len(b.Value)+24)
-		w.bytes([]byte(b.Key))
-		w.bytes(b.Value)
-		w.varint(b.Lease)
-		w.varint(b.TTL)
-		w.flags(b.PrevKV)
+		w.put(b)
+		return OpPut, nil
 	case *Delete:
-		op = OpDelete
-		w.bytes([]byte(b.Key))
-		w.flags(b.IsPrefix, b.PrevKV)
+		w.delete(b)
+		return OpDelete, nil
 	case *Expire:
-		op = OpExpire
 		w.uvarint(uint64(len(b.IDs)))
 		for _, id := range b.IDs {
 			w.varint(id)
 		}
+		return OpExpire, nil
 	case *Limits:
-		op = OpSetLimits
 		w.varint(b.MaxLeases)
 		w.varint(b.MaxKeysPerLease)
-	default:
-		return nil, fmt.Errorf("encode command: %w: unknown body type %T", ErrBadCommand, body)
+		w.varint(b.IdempotencyEntries)
+		w.varint(b.IdempotencyRevisions)
+		return OpSetLimits, nil
+	case *Txn:
+		w.txn(b)
+		return OpTxn, nil
 	}
-	w.buf[0] = commandFormat
-	w.buf[1] = byte(op)
-	binary.BigEndian.PutUint64(w.buf[2:], uint64(now))
-	return w.buf, nil
+	return 0, fmt.Errorf("encode command: %w: unknown body type %T", ErrBadCommand, body)
+}
+
+func (w *encoder) put(p *Put) {
+	w.buf = slices.Grow(w.buf, len(p.Key)+len(p.Value)+24)
+	w.bytes([]byte(p.Key))
+	w.bytes(p.Value)
+	w.varint(p.Lease)
+	w.varint(p.TTL)
+	w.flags(p.PrevKV)
+}
+
+func (w *encoder) delete(d *Delete) {
+	w.bytes([]byte(d.Key))
+	w.flags(d.IsPrefix, d.PrevKV)
+	w.varint(d.Limit)
 }
 
 // Decode parses a command from the Raft log.
@@ -164,11 +225,17 @@ func Decode(data []byte) (Command, error) {
 	if len(data) < headerLen {
 		return Command{}, fmt.Errorf("%w: %d bytes is shorter than the header", ErrBadCommand, len(data))
 	}
-	if data[0] != commandFormat {
+	if data[0] != formatPlain && data[0] != formatKeyed {
 		return Command{}, fmt.Errorf("%w: unknown format %d", ErrBadCommand, data[0])
 	}
 	c := Command{Op: Op(data[1]), Now: int64(binary.BigEndian.Uint64(data[2:]))}
 	r := decoder{buf: data[headerLen:]}
+	if data[0] == formatKeyed {
+		c.IdempotencyKey = string(r.bytes())
+		if c.IdempotencyKey == "" && r.err == nil {
+			r.err = errors.New("empty idempotency key")
+		}
+	}
 	switch c.Op {
 	case OpGrant:
 		c.Body = &Grant{ID: r.varint(), TTL: r.varint(), Metadata: r.json()}
@@ -177,33 +244,23 @@ func Decode(data []byte) (Command, error) {
 	case OpRevoke:
 		c.Body = &Revoke{ID: r.varint()}
 	case OpPut:
-		p := &Put{Key: string(r.bytes()), Value: r.json(), Lease: r.varint(), TTL: r.varint()}
-		if p.Value == nil && r.err == nil {
-			r.err = errors.New("put without a value")
-		}
-		f := r.flags()
-		p.PrevKV = f&1 != 0
-		c.Body = p
+		c.Body = r.put()
 	case OpDelete:
-		d := &Delete{Key: string(r.bytes())}
-		f := r.flags()
-		d.IsPrefix, d.PrevKV = f&1 != 0, f&2 != 0
-		c.Body = d
+		c.Body = r.delete()
 	case OpExpire:
-		n := r.uvarint()
-		if n > uint64(len(r.buf)) { // each id takes at least one byte
-			return Command{}, fmt.Errorf("%w: expire of %d ids in %d bytes", ErrBadCommand, n, len(r.buf))
-		}
+		n := r.count()
 		e := &Expire{}
 		if n > 0 {
 			e.IDs = make([]int64, 0, n)
 		}
-		for i := uint64(0); i < n; i++ {
+		for i := 0; i < n; i++ {
 			e.IDs = append(e.IDs, r.varint())
 		}
 		c.Body = e
 	case OpSetLimits:
-		c.Body = &Limits{MaxLeases: r.varint(), MaxKeysPerLease: r.varint()}
+		c.Body = &Limits{MaxLeases: r.varint(), MaxKeysPerLease: r.varint(), IdempotencyEntries: r.varint(), IdempotencyRevisions: r.varint()}
+	case OpTxn:
+		c.Body = r.txn()
 	default:
 		return Command{}, fmt.Errorf("%w: unknown op %d", ErrBadCommand, data[1])
 	}
@@ -214,6 +271,34 @@ func Decode(data []byte) (Command, error) {
 		return Command{}, fmt.Errorf("%w: %s body: %d trailing bytes", ErrBadCommand, c.Op, len(r.buf))
 	}
 	return c, nil
+}
+
+func (d *decoder) put() *Put {
+	p := &Put{Key: string(d.bytes()), Value: d.json(), Lease: d.varint(), TTL: d.varint()}
+	if p.Value == nil && d.err == nil {
+		d.err = errors.New("put without a value")
+	}
+	p.PrevKV = d.flags()&1 != 0
+	return p
+}
+
+func (d *decoder) delete() *Delete {
+	del := &Delete{Key: string(d.bytes())}
+	f := d.flags()
+	del.IsPrefix, del.PrevKV = f&1 != 0, f&2 != 0
+	del.Limit = d.varint()
+	return del
+}
+
+// count reads a length that must not exceed the bytes left (every element
+// takes at least one), so corrupt data cannot make Decode allocate wildly.
+func (d *decoder) count() int {
+	n := d.uvarint()
+	if n > uint64(len(d.buf)) {
+		d.fail("count")
+		return 0
+	}
+	return int(n)
 }
 
 type encoder struct{ buf []byte }

@@ -45,6 +45,9 @@ type coverage struct {
 	expired int // leases removed by expire that had keys
 	bad     int // undecodable entries
 	rewound int // entries stamped earlier than the clock
+	cached  int // retries answered from the idempotency cache
+	// Transactions that applied, by outcome.
+	txnSucceeded, txnFailedCompare, txnWrote, txnReadOnly int
 }
 
 func newCoverage() *coverage {
@@ -53,12 +56,26 @@ func newCoverage() *coverage {
 
 func (c *coverage) add(r Result) {
 	switch {
+	case r.Cached:
+		c.cached++
 	case r.Err == nil:
 		c.ok[r.Op]++
+		if rep, ok := r.Reply.(*schema.KVTxnReply); ok {
+			if rep.Succeeded {
+				c.txnSucceeded++
+			} else {
+				c.txnFailedCompare++
+			}
+			if len(r.Events) > 0 {
+				c.txnWrote++
+			} else {
+				c.txnReadOnly++
+			}
+		}
 	case errors.Is(r.Err, ErrBadCommand):
 		c.bad++
 	default:
-		for _, s := range []error{ErrLeaseNotFound, ErrLeaseExists, ErrLeaseConflict, ErrLimitExceeded} {
+		for _, s := range coveredErrors {
 			if errors.Is(r.Err, s) {
 				c.errs[s]++
 			}
@@ -74,14 +91,22 @@ func (c *coverage) add(r Result) {
 	}
 }
 
+// coveredErrors are the failures a random stream must produce.
+var coveredErrors = []error{ErrLeaseNotFound, ErrLeaseExists, ErrLeaseConflict, ErrLimitExceeded, ErrTooLarge, ErrIdempotencyConflict}
+
 func (c *coverage) check(t *testing.T) {
 	t.Helper()
-	for _, op := range []Op{OpGrant, OpKeepAlive, OpRevoke, OpPut, OpDelete, OpExpire, OpSetLimits} {
+	t.Logf("coverage: ok %v errs %v cached %d txn succeeded %d failed-compare %d wrote %d read-only %d", c.ok, c.errs, c.cached, c.txnSucceeded, c.txnFailedCompare, c.txnWrote, c.txnReadOnly)
+	for _, op := range []Op{OpGrant, OpKeepAlive, OpRevoke, OpPut, OpDelete, OpExpire, OpSetLimits, OpTxn} {
 		if c.ok[op] < 5 {
 			t.Errorf("only %d successful %s commands", c.ok[op], op)
 		}
 	}
-	for _, e := range []error{ErrLeaseNotFound, ErrLeaseExists, ErrLeaseConflict, ErrLimitExceeded} {
+	if c.cached < 5 || c.txnSucceeded < 5 || c.txnFailedCompare < 5 || c.txnWrote < 5 || c.txnReadOnly < 5 {
+		t.Errorf("cached retries %d; transactions succeeded %d, failed their compares %d, wrote %d, wrote nothing %d: too few",
+			c.cached, c.txnSucceeded, c.txnFailedCompare, c.txnWrote, c.txnReadOnly)
+	}
+	for _, e := range coveredErrors {
 		if c.errs[e] < 5 {
 			t.Errorf("only %d failures with %v", c.errs[e], e)
 		}

@@ -17,6 +17,12 @@ var (
 	ErrLeaseConflict = errors.New("lease conflict")
 	// ErrLimitExceeded: a count limit would be exceeded.
 	ErrLimitExceeded = errors.New("limit exceeded")
+	// ErrTooLarge: a transaction's prefix delete matches more keys than its
+	// limit.
+	ErrTooLarge = errors.New("too large")
+	// ErrIdempotencyConflict: an idempotency key was reused for a different
+	// request.
+	ErrIdempotencyConflict = errors.New("idempotency conflict")
 	// ErrBadCommand: the log entry cannot be decoded. It means a bug or a
 	// version mismatch between replicas, never bad user input.
 	ErrBadCommand = errors.New("bad command")

@@ -9,14 +9,28 @@ import (
 )
 
 // cmdGen produces a random but seeded stream of log entries that mixes every
-// command, with plenty of failing ones (unknown and anonymous leases,
-// conflicts, taken ids, limits) and some undecodable entries. It looks at a
+// command, transactions included, with plenty of failing ones (unknown and
+// anonymous leases, conflicts, taken ids, limits, prefix deletes over their
+// limit, reused idempotency keys) and some undecodable entries. About one
+// command in six carries an idempotency key, and some are retries of
+// earlier keyed commands. It looks at a
 // state (the one under test, or a shadow) to pick lease ids that exist most
 // of the time, so the stream exercises real attachments and expiries.
 type cmdGen struct {
 	r    *rand.Rand
 	now  int64
 	keys []string
+	// keyed remembers recent commands sent with an idempotency key, so
+	// that later entries retry them, with the same body (a cache hit,
+	// unless the entry was evicted or the command failed) or with another
+	// (a conflict while the entry lives).
+	keyed   []keyedBody
+	nextKey int
+}
+
+type keyedBody struct {
+	key  string
+	body any
 }
 
 func newCmdGen(seed int64) *cmdGen {
@@ -78,7 +92,7 @@ func (g *cmdGen) next(s *State) []byte {
 	}
 	var body any
 	switch p := g.r.Intn(100); {
-	case p < 12:
+	case p < 11:
 		gr := &Grant{TTL: g.ttl()}
 		switch g.r.Intn(8) {
 		case 0:
@@ -90,29 +104,20 @@ func (g *cmdGen) next(s *State) []byte {
 			gr.Metadata = json.RawMessage(fmt.Sprintf(`{"owner":"o%d"}`, g.r.Intn(9)))
 		}
 		body = gr
-	case p < 27:
+	case p < 25:
 		k := &KeepAlive{ID: g.leaseID(s)}
 		if g.r.Intn(3) == 0 {
 			k.TTL = g.ttl()
 		}
 		body = k
-	case p < 31:
+	case p < 29:
 		body = &Revoke{ID: g.leaseID(s)}
-	case p < 64:
-		pt := &Put{Key: g.key(), Value: g.value(), PrevKV: g.r.Intn(3) == 0}
-		switch g.r.Intn(10) {
-		case 0, 1, 2, 3:
-			pt.Lease = g.leaseID(s)
-		case 4, 5, 6:
-			pt.TTL = g.ttl()
-		}
-		body = pt
-	case p < 74:
-		d := &Delete{Key: g.key(), PrevKV: g.r.Intn(2) == 0}
-		if g.r.Intn(3) == 0 {
-			d.Key, d.IsPrefix = genPrefixes[g.r.Intn(len(genPrefixes))], true
-		}
-		body = d
+	case p < 60:
+		body = g.put(s)
+	case p < 69:
+		body = g.delete(false)
+	case p < 78:
+		body = g.txn(s)
 	case p < 90:
 		// What a leader's ticker proposes, plus noise: live and unknown ids.
 		e := &Expire{IDs: s.Expired(now, 1+g.r.Intn(50))}
@@ -120,30 +125,195 @@ func (g *cmdGen) next(s *State) []byte {
 			e.IDs = append(e.IDs, g.leaseID(s))
 		}
 		body = e
-	case p < 95:
+	case p < 94:
 		body = &Expire{}
 	case p < 97:
-		body = &Limits{MaxLeases: 5 + g.r.Int63n(40), MaxKeysPerLease: 1 + g.r.Int63n(8)}
-	default:
-		// An entry that does not decode.
-		data, _ := Encode(now, &Revoke{ID: 1})
-		switch g.r.Intn(4) {
-		case 0:
-			return data[:g.r.Intn(len(data))]
-		case 1:
-			data[0] = 9
-		case 2:
-			data[1] = 0
-		default:
-			data = append(data, 0) // trailing bytes
+		l := &Limits{MaxLeases: 5 + g.r.Int63n(40), MaxKeysPerLease: 1 + g.r.Int63n(8)}
+		if g.r.Intn(2) == 0 {
+			// Small enough that entries are evicted by count and by age.
+			l.IdempotencyEntries, l.IdempotencyRevisions = 2+g.r.Int63n(30), 5+g.r.Int63n(100)
 		}
-		return data
+		body = l
+	default:
+		return g.bad(now)
 	}
-	data, err := Encode(now, body)
+	key := ""
+	switch x := g.r.Intn(100); {
+	case x < 9 && len(g.keyed) > 0:
+		// A retry of a recent keyed command: mostly the same request, the
+		// rest of the time the new body under the old key.
+		k := g.keyed[len(g.keyed)-1-g.r.Intn(min(len(g.keyed), 40))]
+		key = k.key
+		if g.r.Intn(3) > 0 {
+			body = k.body
+		}
+	case x < 26:
+		// A new key (Expire and SetLimits ignore theirs).
+		key = fmt.Sprintf("c%d:req-%d", g.r.Intn(5), g.nextKey)
+		g.nextKey++
+		g.keyed = append(g.keyed, keyedBody{key, body})
+		if len(g.keyed) > 200 {
+			g.keyed = g.keyed[100:]
+		}
+	}
+	data, err := EncodeKeyed(now, key, body)
 	if err != nil {
 		panic(err)
 	}
 	return data
+}
+
+// bad returns an entry that does not decode.
+func (g *cmdGen) bad(now int64) []byte {
+	data, _ := Encode(now, &Revoke{ID: 1})
+	switch g.r.Intn(6) {
+	case 0:
+		return data[:g.r.Intn(len(data))]
+	case 1:
+		data[0] = 9
+	case 2:
+		data[1] = 0
+	case 3:
+		// A truncated keyed transaction.
+		t, _ := EncodeKeyed(now, "k", &Txn{
+			Compare: []Compare{{Key: "a", Target: TargetValue, Op: CmpEq, Value: json.RawMessage(`{"x":1}`)}},
+			Success: []TxnOp{{Put: &Put{Key: "a", Value: json.RawMessage(`1`)}}, {Get: &GetQuery{Key: "a"}}},
+		})
+		return t[:g.r.Intn(len(t))]
+	case 4:
+		// A transaction operation of an unknown kind.
+		t, _ := Encode(now, &Txn{Success: []TxnOp{{Delete: &Delete{Key: "a"}}}})
+		t[headerLen+2] = 77
+		return t
+	default:
+		data = append(data, 0) // trailing bytes
+	}
+	return data
+}
+
+func (g *cmdGen) put(s *State) *Put {
+	pt := &Put{Key: g.key(), Value: g.value(), PrevKV: g.r.Intn(3) == 0}
+	switch g.r.Intn(10) {
+	case 0, 1, 2, 3:
+		pt.Lease = g.leaseID(s)
+	case 4, 5, 6:
+		pt.TTL = g.ttl()
+	}
+	return pt
+}
+
+// delete returns a delete of one key or of a prefix; inside a transaction
+// a prefix delete may carry a limit, sometimes smaller than its matches.
+func (g *cmdGen) delete(inTxn bool) *Delete {
+	d := &Delete{Key: g.key(), PrevKV: g.r.Intn(2) == 0}
+	if inTxn && g.r.Intn(2) == 0 {
+		d.Key, d.IsPrefix = genPrefixes[g.r.Intn(len(genPrefixes))], true
+		if g.r.Intn(3) > 0 {
+			d.Limit = 1 + g.r.Int63n(3)
+		}
+	} else if g.r.Intn(3) == 0 {
+		d.Key, d.IsPrefix = genPrefixes[g.r.Intn(len(genPrefixes))], true
+	}
+	return d
+}
+
+// genPaths are field-compare pointers into the generator's values.
+var genPaths = []string{"", "/addr", "/tags/0", "/tags/1", "/tags/2", "/0", "/1", "/2", "/nope", "/addr/x"}
+
+// genOperands are field-compare operands that the generator's values hold
+// some of the time.
+var genOperands = []string{`"10.0.0.7"`, `"<&>"`, `true`, `false`, `null`, `1`, `2.5`, `2.50`, `"éé"`, `"10.0.0.200"`, `500`}
+
+// compare returns a compare of a random target and operator whose operand
+// is often near what the state holds, so both branches get taken.
+func (g *cmdGen) compare(s *State) Compare {
+	c := Compare{Key: g.key(), Target: Target(1 + g.r.Intn(8)), Op: CompareOp(1 + g.r.Intn(6))}
+	if g.r.Intn(2) == 0 {
+		c.Op = CmpEq + CompareOp(g.r.Intn(2)) // == and != most
+	}
+	kvs := s.Get(GetQuery{Key: c.Key}, s.Now()).KVs
+	switch c.Target {
+	case TargetValue:
+		if len(kvs) > 0 && g.r.Intn(2) == 0 {
+			c.Value = kvs[0].Value
+		} else {
+			c.Value = g.value()
+		}
+		return c
+	case TargetField:
+		c.Path = genPaths[g.r.Intn(len(genPaths))]
+		c.Value = json.RawMessage(genOperands[g.r.Intn(len(genOperands))])
+		if len(kvs) > 0 && g.r.Intn(3) == 0 {
+			c.Value = jsonPointer(kvs[0].Value, c.Path)
+		}
+		return c
+	}
+	var n int64
+	if len(kvs) > 0 {
+		kv := kvs[0]
+		switch c.Target {
+		case TargetExists:
+			n = 1
+		case TargetVersion:
+			n = kv.Version
+		case TargetCreateRevision:
+			n = kv.CreateRevision
+		case TargetModRevision:
+			n = kv.ModRevision
+		case TargetLease:
+			n = kv.Lease
+		case TargetTTL:
+			if kv.RemainingMS != nil {
+				n = *kv.RemainingMS / 1000
+			}
+		}
+	}
+	if g.r.Intn(3) > 0 {
+		n += int64(g.r.Intn(3) - 1)
+	}
+	c.Int = n
+	return c
+}
+
+// txn returns a transaction of up to three compares and two branches of up
+// to four operations each, mixing puts, gets and deletes.
+func (g *cmdGen) txn(s *State) *Txn {
+	t := &Txn{}
+	for i := g.r.Intn(4); i > 0; i-- {
+		t.Compare = append(t.Compare, g.compare(s))
+	}
+	t.Success, t.Failure = g.branch(s), g.branch(s)
+	return t
+}
+
+func (g *cmdGen) branch(s *State) []TxnOp {
+	n := g.r.Intn(5)
+	if n == 0 {
+		return nil
+	}
+	ops := make([]TxnOp, n)
+	for i := range ops {
+		switch p := g.r.Intn(10); {
+		case p < 5:
+			pt := g.put(s)
+			if pt.Lease != 0 && g.r.Intn(2) == 0 {
+				pt.Lease = 0 // fewer bad leases, so more transactions apply
+			}
+			ops[i].Put = pt
+		case p < 7:
+			q := &GetQuery{Key: g.key(), KeysOnly: g.r.Intn(5) == 0, CountOnly: g.r.Intn(8) == 0}
+			if g.r.Intn(2) == 0 {
+				q.Key, q.IsPrefix, q.Limit = genPrefixes[g.r.Intn(len(genPrefixes))], true, 1+g.r.Intn(20)
+				if g.r.Intn(4) == 0 {
+					q.After = g.key()
+				}
+			}
+			ops[i].Get = q
+		default:
+			ops[i].Delete = g.delete(true)
+		}
+	}
+	return ops
 }
 
 // genLog generates n entries against a shadow state, so that the ids it

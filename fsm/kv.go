@@ -37,38 +37,53 @@ func (s *State) detach(leaseID int64, key string) {
 	s.leases.ReplaceOrInsert(&nl)
 }
 
+// put applies a put at the next revision.
 func (s *State) put(now int64, p *Put) (any, []schema.Event, error) {
+	rev := s.revision + 1
+	reply, ev, err := s.putAt(now, rev, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.revision = rev
+	return reply, []schema.Event{ev}, nil
+}
+
+// putAt writes a key at revision rev; the caller advances s.revision. It
+// decides every failure before it changes anything.
+func (s *State) putAt(now, rev int64, p *Put) (*schema.KVPutReply, schema.Event, error) {
 	old := s.getRecord(p.Key)
 	var cur *lease
 	if old != nil && old.lease != 0 {
 		cur = s.getLease(old.lease)
 	}
-	// Decide every failure before changing anything.
 	var target *lease
 	switch {
 	case p.Lease != 0:
 		target = s.getLease(p.Lease)
 		if target == nil {
-			return nil, nil, errf(ErrLeaseNotFound, "lease %d not found", p.Lease)
+			return nil, schema.Event{}, errf(ErrLeaseNotFound, "lease %d not found", p.Lease)
 		}
 		if target.anonymous {
-			return nil, nil, errf(ErrLeaseNotFound, "lease %d is anonymous and belongs to one key", p.Lease)
+			return nil, schema.Event{}, errf(ErrLeaseNotFound, "lease %d is anonymous and belongs to one key", p.Lease)
+		}
+		if expiredAt(target, now) {
+			return nil, schema.Event{}, errf(ErrLeaseNotFound, "lease %d expired", p.Lease)
 		}
 		if cur != nil && cur.id != target.id {
-			return nil, nil, errf(ErrLeaseConflict, "key %q is attached to lease %d; delete it before attaching it to lease %d", p.Key, cur.id, target.id)
+			return nil, schema.Event{}, errf(ErrLeaseConflict, "key %q is attached to lease %d; delete it before attaching it to lease %d", p.Key, cur.id, target.id)
 		}
 		if cur == nil && target.keyCount >= s.limits.MaxKeysPerLease {
-			return nil, nil, errf(ErrLimitExceeded, "lease %d has %d keys, the maximum", target.id, target.keyCount)
+			return nil, schema.Event{}, errf(ErrLimitExceeded, "lease %d has %d keys, the maximum", target.id, target.keyCount)
 		}
 	case p.TTL > 0:
 		if cur != nil && !cur.anonymous {
-			return nil, nil, errf(ErrLeaseConflict, "key %q is attached to lease %d; delete it before putting it with a ttl", p.Key, cur.id)
+			return nil, schema.Event{}, errf(ErrLeaseConflict, "key %q is attached to lease %d; delete it before putting it with a ttl", p.Key, cur.id)
 		}
 		if cur == nil && int64(s.leases.Len()) >= s.limits.MaxLeases {
-			return nil, nil, errf(ErrLimitExceeded, "%d active leases is the maximum", s.limits.MaxLeases)
+			return nil, schema.Event{}, errf(ErrLimitExceeded, "%d active leases is the maximum", s.limits.MaxLeases)
 		}
 		if !s.idsLeft() {
-			return nil, nil, errf(ErrLimitExceeded, "every lease id up to %d has been used", int64(MaxLeaseID))
+			return nil, schema.Event{}, errf(ErrLimitExceeded, "every lease id up to %d has been used", int64(MaxLeaseID))
 		}
 	}
 
@@ -77,8 +92,6 @@ func (s *State) put(now int64, p *Put) (any, []schema.Event, error) {
 		kv := s.keyValue(old, now, false)
 		reply.PrevKV = &kv
 	}
-	s.revision++
-	rev := s.revision
 	var leaseID int64
 	switch {
 	case p.Lease != 0:
@@ -118,23 +131,57 @@ func (s *State) put(now int64, p *Put) (any, []schema.Event, error) {
 		Lease:          leaseID,
 		Cause:          schema.CausePut,
 	}
-	return reply, []schema.Event{ev}, nil
+	return reply, ev, nil
 }
 
-func (s *State) delete(now int64, d *Delete) (any, []schema.Event) {
-	var victims []*record
-	if d.IsPrefix {
-		s.kv.AscendGreaterOrEqual(&record{key: d.Key}, func(r *record) bool {
-			if !strings.HasPrefix(r.key, d.Key) {
-				return false
-			}
-			victims = append(victims, r)
-			return true
-		})
-	} else if r := s.getRecord(d.Key); r != nil {
-		victims = append(victims, r)
+// delete applies a delete at the next revision; deleting nothing leaves
+// the revision where it is.
+func (s *State) delete(now int64, d *Delete) (any, []schema.Event, error) {
+	victims, err := s.victims(d)
+	if err != nil {
+		return nil, nil, err
 	}
-	reply := &schema.KVDeleteReply{Revision: s.revision}
+	rev := s.revision + 1
+	reply, events := s.deleteAt(now, rev, d, victims, 0)
+	if len(events) > 0 {
+		s.revision = rev
+	}
+	reply.Revision = s.revision
+	return reply, events, nil
+}
+
+// victims lists the records a delete removes, in key order. A delete with a
+// limit that matches more keys than it fails with ErrTooLarge.
+func (s *State) victims(d *Delete) ([]*record, error) {
+	var victims []*record
+	if !d.IsPrefix {
+		if r := s.getRecord(d.Key); r != nil {
+			victims = append(victims, r)
+		}
+		return victims, nil
+	}
+	var over bool
+	s.kv.AscendGreaterOrEqual(&record{key: d.Key}, func(r *record) bool {
+		if !strings.HasPrefix(r.key, d.Key) {
+			return false
+		}
+		if d.Limit > 0 && int64(len(victims)) >= d.Limit {
+			over = true
+			return false
+		}
+		victims = append(victims, r)
+		return true
+	})
+	if over {
+		return nil, errf(ErrTooLarge, "prefix %q matches more than %d keys, the limit of a delete in a transaction", d.Key, d.Limit)
+	}
+	return victims, nil
+}
+
+// deleteAt removes victims at revision rev (the caller advances
+// s.revision when it removed any), numbering events from opIndex.
+func (s *State) deleteAt(now, rev int64, d *Delete, victims []*record, opIndex int) (*schema.KVDeleteReply, []schema.Event) {
+	reply := &schema.KVDeleteReply{Revision: rev, Deleted: int64(len(victims))}
 	if len(victims) == 0 {
 		return reply, nil
 	}
@@ -144,17 +191,14 @@ func (s *State) delete(now int64, d *Delete) (any, []schema.Event) {
 			reply.PrevKVs[i] = s.keyValue(r, now, false)
 		}
 	}
-	s.revision++
 	events := make([]schema.Event, len(victims))
 	for i, r := range victims {
 		s.kv.Delete(r)
 		if r.lease != 0 {
 			s.detach(r.lease, r.key)
 		}
-		events[i] = deleteEvent(r.key, s.revision, i, r.lease, schema.CauseDelete)
+		events[i] = deleteEvent(r.key, rev, opIndex+i, r.lease, schema.CauseDelete)
 	}
-	reply.Revision = s.revision
-	reply.Deleted = int64(len(victims))
 	return reply, events
 }
 

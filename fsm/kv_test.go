@@ -1,6 +1,9 @@
 package fsm
 
 import (
+	"bytes"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/concord-io/concord/schema"
@@ -439,4 +442,32 @@ func TestFailedCommandsChangeNothing(t *testing.T) {
 		eq(t, "follow-up result", resultJSON(a), resultJSON(b))
 	}
 	eq(t, "snapshots", string(snap(t, s)), string(snap(t, control)))
+}
+
+// A lease past its deadline that the leader has not expired yet takes no
+// new keys (the leases proposal, §13.1), in a put or a transaction, but a
+// keep-alive still renews it, after which it takes keys again.
+func TestPutToLeasePastDeadline(t *testing.T) {
+	s := New()
+	run(t, s, step{t0, &Grant{TTL: 1}}, step{t0, &Put{Key: "a", Value: val(`1`), Lease: 1}})
+	late := int64(t0 + 1_001)
+	before := snap(t, s)
+	for _, cmd := range []any{
+		&Put{Key: "b", Value: val(`1`), Lease: 1},
+		&Txn{Success: []TxnOp{{Put: &Put{Key: "b", Value: val(`1`), Lease: 1}}}},
+	} {
+		r := apply(t, s, late, cmd)
+		if !errors.Is(r.Err, ErrLeaseNotFound) || !strings.Contains(r.Err.Error(), "expired") {
+			t.Fatalf("%T to a lease past its deadline: %v", cmd, r.Err)
+		}
+	}
+	if got := snap(t, s); !bytes.Equal(got[bytes.IndexByte(got, '\n'):], before[bytes.IndexByte(before, '\n'):]) {
+		t.Fatal("a refused put changed more than the clock")
+	}
+	// Re-putting a key already on the lease is refused the same way.
+	if r := apply(t, s, late, &Put{Key: "a", Value: val(`2`), Lease: 1}); !errors.Is(r.Err, ErrLeaseNotFound) {
+		t.Fatalf("re-put on a lease past its deadline: %v", r.Err)
+	}
+	mustApply(t, s, late, &KeepAlive{ID: 1})
+	mustApply(t, s, late, &Put{Key: "b", Value: val(`1`), Lease: 1})
 }

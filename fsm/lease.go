@@ -100,6 +100,8 @@ func (s *State) keepAlive(now int64, k *KeepAlive) (any, error) {
 	if l.anonymous {
 		return nil, errf(ErrLeaseNotFound, "lease %d is anonymous; re-put its key with a ttl to refresh it", k.ID)
 	}
+	// A lease past its deadline that the leader has not yet expired is
+	// renewed: a keep-alive that lands before the expire entry wins.
 	nl := *l
 	if k.TTL > 0 {
 		nl.ttl = k.TTL
@@ -118,6 +120,12 @@ func (s *State) revoke(r *Revoke) (any, []schema.Event, error) {
 	return &schema.LeaseRevokeReply{Revision: s.revision, Deleted: int64(len(events))}, events, nil
 }
 
+// expiredAt reports whether a lease's deadline has passed at now. Such a
+// lease waits only for the leader's expire command. A keep-alive still
+// renews it, but it takes no new keys (the leases proposal, §13): a put
+// naming it fails as if it were gone.
+func expiredAt(l *lease, now int64) bool { return l.deadline < now }
+
 // expire removes each listed lease whose deadline is strictly before now.
 // The check is made here, at apply time, so that a keep-alive applied after
 // the leader decided to expire a lease but before this entry wins. Strictly
@@ -128,7 +136,7 @@ func (s *State) expire(now int64, e *Expire) ([]schema.Event, []ExpiredLease) {
 	var expired []ExpiredLease
 	for _, id := range e.IDs {
 		l := s.getLease(id)
-		if l == nil || l.deadline >= now {
+		if l == nil || !expiredAt(l, now) {
 			continue
 		}
 		before := len(events)

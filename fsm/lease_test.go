@@ -460,17 +460,18 @@ func TestTickChangesOnlyTheClock(t *testing.T) {
 func TestSetLimits(t *testing.T) {
 	s := New()
 	eq(t, "default limits", s.Limits(), DefaultLimits)
-	eq(t, "default values", DefaultLimits, Limits{MaxLeases: 100_000, MaxKeysPerLease: 10_000})
+	eq(t, "default values", DefaultLimits, Limits{MaxLeases: 100_000, MaxKeysPerLease: 10_000, IdempotencyEntries: 100_000, IdempotencyRevisions: 10_000})
 	r := mustApply(t, s, t0, &Limits{MaxLeases: 3, MaxKeysPerLease: 1})
 	eq(t, "op", r.Op, OpSetLimits)
 	eq(t, "reply", r.Reply, nil)
-	eq(t, "limits", s.Limits(), Limits{MaxLeases: 3, MaxKeysPerLease: 1})
+	// Unset idempotency limits take their defaults.
+	eq(t, "limits", s.Limits(), Limits{MaxLeases: 3, MaxKeysPerLease: 1, IdempotencyEntries: 100_000, IdempotencyRevisions: 10_000})
 	eq(t, "revision", s.Revision(), int64(0))
 	// The limits are enforced and survive a snapshot.
 	run(t, s, step{t0, &Grant{TTL: 1}}, step{t0, &Put{Key: "a", Value: val(`1`), Lease: 1}})
 	mustFail(t, s, &Put{Key: "b", Value: val(`1`), Lease: 1}, ErrLimitExceeded)
 	s2 := restored(t, snap(t, s))
-	eq(t, "restored limits", s2.Limits(), Limits{MaxLeases: 3, MaxKeysPerLease: 1})
+	eq(t, "restored limits", s2.Limits(), Limits{MaxLeases: 3, MaxKeysPerLease: 1, IdempotencyEntries: 100_000, IdempotencyRevisions: 10_000})
 	mustFail(t, s2, &Put{Key: "b", Value: val(`1`), Lease: 1}, ErrLimitExceeded)
 	// Lowering a limit below the current count keeps what exists and
 	// refuses more.

@@ -2,6 +2,8 @@ package fsm
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -11,31 +13,71 @@ import (
 // After every command of random sequences the invariants hold: keys and
 // leases point at each other, key counts match, anonymous leases hold one
 // key, Expired/NextDeadline agree with the deadlines, the revision and the
-// clock never go back, events are numbered as the contract says, and a
-// failed command changes nothing but the clock.
+// clock never go back, events are numbered as the contract says, a failed
+// command changes nothing but the clock, a transaction takes the branch its
+// compares choose and changes only the keys its events name, and the
+// idempotency cache answers, refuses and evicts exactly as an independent
+// model of it says.
 func TestPropertyInvariants(t *testing.T) {
 	for _, seed := range []int64{101, 202, 303, 404} {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			g := newCmdGen(seed)
 			s := New()
 			cov := newCoverage()
+			m := newIdemModel()
 			for i := 0; i < 2500; i++ {
 				entry := g.next(s)
-				if err := checkStep(s, entry, cov); err != nil {
+				if err := checkStep(s, entry, cov, m); err != nil {
 					t.Fatalf("seed %d entry %d: %v", seed, i, err)
 				}
 			}
 			cov.check(t)
+			t.Logf("model: evicted %d reapplied %d", m.evicted, m.reapplied)
+			if m.evicted < 5 || m.reapplied < 5 {
+				t.Errorf("idempotency entries evicted %d, keys applied again after eviction %d: too few", m.evicted, m.reapplied)
+			}
 		})
 	}
 }
 
 // checkStep applies one entry and checks everything that must hold about
 // the step and the state after it.
-func checkStep(s *State, entry []byte, cov *coverage) error {
+func checkStep(s *State, entry []byte, cov *coverage, m *idemModel) error {
 	prevRev, prevNow := s.Revision(), s.Now()
-	before := snapBytes(s)
+	// Taking a snapshot is O(1); it is written only if the step must have
+	// changed nothing.
+	before := s.Snapshot()
 	cmd, decErr := Decode(entry)
+	cmdNow := prevNow
+	if decErr == nil && cmd.Now > prevNow {
+		cmdNow = cmd.Now
+	}
+	// What the idempotency model expects of a keyed mutating command.
+	keyedMut := decErr == nil && cmd.IdempotencyKey != "" && mutates(cmd.Op)
+	var hit *modelEntry
+	var conflict bool
+	if keyedMut {
+		if e := m.find(cmd.IdempotencyKey); e != nil {
+			hit, conflict = e, !bytes.Equal(e.request, requestBytes(cmd))
+			if conflict {
+				hit = nil
+			}
+		}
+	}
+	// For a transaction: the branch its compares choose, evaluated by the
+	// test against the state before it, and the records before it.
+	var wantSucceeded bool
+	var beforeKVs map[string]schema.KeyValue
+	if txn, ok := cmd.Body.(*Txn); decErr == nil && ok {
+		wantSucceeded = true
+		for _, c := range txn.Compare {
+			wantSucceeded = wantSucceeded && modelCompare(s, cmdNow, c)
+		}
+		beforeKVs = map[string]schema.KeyValue{}
+		for _, kv := range getAll(s, cmdNow) {
+			beforeKVs[kv.Key] = kv
+		}
+	}
 	// For expires: which listed leases existed, with which deadline.
 	deadlines := map[int64]int64{}
 	if e, ok := cmd.Body.(*Expire); decErr == nil && ok {
@@ -53,6 +95,31 @@ func checkStep(s *State, entry []byte, cov *coverage) error {
 	cov.add(r)
 	now := s.Now()
 
+	switch {
+	case hit != nil:
+		raw, _ := r.Reply.(json.RawMessage)
+		if r.Err != nil || !r.Cached || !bytes.Equal(raw, hit.reply) {
+			return fmt.Errorf("retry of %q: err %v cached %v reply %s; want the cached %s", cmd.IdempotencyKey, r.Err, r.Cached, raw, hit.reply)
+		}
+	case conflict:
+		if !errors.Is(r.Err, ErrIdempotencyConflict) {
+			return fmt.Errorf("reuse of %q for another request: err %v cached %v", cmd.IdempotencyKey, r.Err, r.Cached)
+		}
+	case r.Cached || errors.Is(r.Err, ErrIdempotencyConflict):
+		return fmt.Errorf("%v %q: cached %v, err %v, though the model holds no entry for it", cmd.Op, cmd.IdempotencyKey, r.Cached, r.Err)
+	}
+	if keyedMut && hit == nil && !conflict && r.Err == nil {
+		reply, err := replyJSON(r.Reply)
+		if err != nil {
+			return err
+		}
+		m.record(cmd.IdempotencyKey, requestBytes(cmd), s.Revision(), reply)
+	}
+	m.prune(s.Revision(), s.Limits())
+	if err := m.matches(s); err != nil {
+		return err
+	}
+
 	// The clock: max(stamp, previous); untouched by undecodable entries.
 	wantNow := prevNow
 	if decErr == nil && cmd.Now > prevNow {
@@ -65,21 +132,25 @@ func checkStep(s *State, entry []byte, cov *coverage) error {
 		return fmt.Errorf("revision went back %d -> %d", prevRev, s.Revision())
 	}
 
-	if r.Err != nil {
-		if r.Reply != nil || r.Events != nil || r.Expired != nil || s.Revision() != prevRev {
-			return fmt.Errorf("failed %v (%v) produced output or moved the revision: %+v", cmd.Op, r.Err, r)
+	if r.Err != nil || r.Cached {
+		if r.Events != nil || r.Expired != nil || s.Revision() != prevRev || (r.Err != nil && r.Reply != nil) {
+			return fmt.Errorf("%v (err %v, cached %v) produced output or moved the revision: %+v", cmd.Op, r.Err, r.Cached, r)
 		}
 		// Nothing but the clock changed: the state equals the previous one
 		// after a tick at the same stamp.
+		var buf bytes.Buffer
+		if _, err := before.WriteTo(&buf); err != nil {
+			return err
+		}
 		want := New()
-		if err := want.Restore(bytes.NewReader(before)); err != nil {
+		if err := want.Restore(&buf); err != nil {
 			return err
 		}
 		if decErr == nil {
 			want.ApplyCommand(Command{Op: OpExpire, Now: cmd.Now, Body: &Expire{}})
 		}
 		if !bytes.Equal(snapBytes(s), snapBytes(want)) {
-			return fmt.Errorf("failed %v (%v) changed the state", cmd.Op, r.Err)
+			return fmt.Errorf("%v (err %v, cached %v) changed the state", cmd.Op, r.Err, r.Cached)
 		}
 		return checkInvariants(s)
 	}
@@ -163,6 +234,10 @@ func checkStep(s *State, entry []byte, cov *coverage) error {
 		if int(rep.Deleted) != len(r.Events) || rep.Revision != s.Revision() {
 			return fmt.Errorf("revoke: reply %+v with %d events", rep, len(r.Events))
 		}
+	case *Txn:
+		if err := checkTxnStep(s, b, r, prevRev, wantSucceeded, beforeKVs); err != nil {
+			return err
+		}
 	case *Grant, *KeepAlive, *Limits:
 		if len(r.Events) != 0 || s.Revision() != prevRev {
 			return fmt.Errorf("%v changed keys", cmd.Op)
@@ -177,4 +252,224 @@ func snapBytes(s *State) []byte {
 		panic(err)
 	}
 	return buf.Bytes()
+}
+
+// checkTxnStep checks a transaction that applied: the branch its compares
+// chose, one response per operation of that branch, all at the resulting
+// revision, at most one new revision, and that exactly the keys its events
+// name changed, to what its last event for each says.
+func checkTxnStep(s *State, b *Txn, r Result, prevRev int64, wantSucceeded bool, beforeKVs map[string]schema.KeyValue) error {
+	rep, ok := r.Reply.(*schema.KVTxnReply)
+	if !ok {
+		return fmt.Errorf("txn reply %T", r.Reply)
+	}
+	if rep.Succeeded != wantSucceeded {
+		return fmt.Errorf("txn %+v: succeeded %v, the compares say %v", b.Compare, rep.Succeeded, wantSucceeded)
+	}
+	branch := b.Success
+	if !rep.Succeeded {
+		branch = b.Failure
+	}
+	if rep.Revision != s.Revision() || len(rep.Responses) != len(branch) {
+		return fmt.Errorf("txn reply at %d with %d responses; state at %d, branch of %d", rep.Revision, len(rep.Responses), s.Revision(), len(branch))
+	}
+	for i, op := range branch {
+		resp := rep.Responses[i]
+		switch {
+		case op.Put != nil && resp.Put != nil && resp.Get == nil && resp.Delete == nil:
+			if resp.Put.Revision != rep.Revision {
+				return fmt.Errorf("txn put response %d at %d", i, resp.Put.Revision)
+			}
+		case op.Get != nil && resp.Get != nil && resp.Put == nil && resp.Delete == nil:
+			if resp.Get.Revision != rep.Revision || resp.Get.Count < int64(len(resp.Get.KVs)) {
+				return fmt.Errorf("txn get response %d: %+v", i, resp.Get)
+			}
+		case op.Delete != nil && resp.Delete != nil && resp.Put == nil && resp.Get == nil:
+			if resp.Delete.Revision != rep.Revision || (op.Delete.Limit > 0 && resp.Delete.Deleted > op.Delete.Limit) {
+				return fmt.Errorf("txn delete response %d: %+v (limit %d)", i, resp.Delete, op.Delete.Limit)
+			}
+		default:
+			return fmt.Errorf("txn response %d = %+v for operation %+v", i, resp, op)
+		}
+	}
+	want := prevRev
+	if len(r.Events) > 0 {
+		want++
+	}
+	if s.Revision() != want {
+		return fmt.Errorf("txn with %d events moved the revision %d -> %d", len(r.Events), prevRev, s.Revision())
+	}
+	last := map[string]schema.Event{}
+	for _, e := range r.Events {
+		if e.Revision != want {
+			return fmt.Errorf("txn event %+v not at revision %d", e, want)
+		}
+		last[e.Key] = e
+	}
+	after := map[string]schema.KeyValue{}
+	for _, kv := range getAll(s, s.Now()) {
+		after[kv.Key] = kv
+	}
+	for k, e := range last {
+		kv, exists := after[k]
+		switch {
+		case e.Type == schema.EventDelete && exists:
+			return fmt.Errorf("txn deleted %q last, and it exists: %+v", k, kv)
+		case e.Type == schema.EventPut && (!exists || kv.ModRevision != want || kv.Version != e.Version ||
+			kv.CreateRevision != e.CreateRevision || kv.Lease != e.Lease || !bytes.Equal(kv.Value, e.Value)):
+			return fmt.Errorf("txn put %q last (%+v), the record is %+v (exists %v)", k, e, kv, exists)
+		}
+	}
+	for k, kv := range after {
+		if _, touched := last[k]; !touched && !equalKV(kv, beforeKVs[k]) {
+			return fmt.Errorf("txn changed %q without an event: %+v -> %+v", k, beforeKVs[k], kv)
+		}
+	}
+	for k := range beforeKVs {
+		if _, touched := last[k]; !touched {
+			if _, ok := after[k]; !ok {
+				return fmt.Errorf("txn removed %q without an event", k)
+			}
+		}
+	}
+	return nil
+}
+
+func equalKV(a, b schema.KeyValue) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return bytes.Equal(ja, jb)
+}
+
+// modelCompare is the test's reading of a compare, through the exported
+// views: an absent key reads as exists 0, null, and 0 for every integer;
+// ttl is the whole seconds left on the key's lease at now.
+func modelCompare(s *State, now int64, c Compare) bool {
+	var kv *schema.KeyValue
+	if kvs := s.Get(GetQuery{Key: c.Key}, now).KVs; len(kvs) == 1 {
+		kv = &kvs[0]
+	}
+	value := json.RawMessage("null")
+	if kv != nil {
+		value = kv.Value
+	}
+	switch c.Target {
+	case TargetValue:
+		return compareJSON(c.Op, value, c.Value)
+	case TargetField:
+		return compareJSON(c.Op, jsonPointer(value, c.Path), c.Value)
+	}
+	var n int64
+	if kv != nil {
+		switch c.Target {
+		case TargetExists:
+			n = 1
+		case TargetVersion:
+			n = kv.Version
+		case TargetCreateRevision:
+			n = kv.CreateRevision
+		case TargetModRevision:
+			n = kv.ModRevision
+		case TargetLease:
+			n = kv.Lease
+		case TargetTTL:
+			if kv.RemainingMS != nil {
+				n = *kv.RemainingMS / 1000
+			}
+		}
+	}
+	d := 1
+	switch {
+	case n < c.Int:
+		d = 0
+	case n > c.Int:
+		d = 2
+	}
+	return cmpTruth[c.Op][d]
+}
+
+// idemModel is the test's own model of the idempotency cache: the keyed
+// requests that applied, oldest first, with the JSON of their replies,
+// pruned by the limits after every command.
+type idemModel struct {
+	entries   []modelEntry
+	seen      map[string]bool // keys ever recorded
+	evicted   int
+	reapplied int // keys recorded again after their entry was evicted
+}
+
+type modelEntry struct {
+	key      string
+	request  []byte
+	revision int64
+	reply    []byte
+}
+
+func newIdemModel() *idemModel { return &idemModel{seen: map[string]bool{}} }
+
+func (m *idemModel) find(key string) *modelEntry {
+	for i := range m.entries {
+		if m.entries[i].key == key {
+			return &m.entries[i]
+		}
+	}
+	return nil
+}
+
+func (m *idemModel) record(key string, request []byte, revision int64, reply []byte) {
+	if m.seen[key] {
+		m.reapplied++
+	}
+	m.seen[key] = true
+	m.entries = append(m.entries, modelEntry{key, request, revision, reply})
+}
+
+func (m *idemModel) prune(revision int64, l Limits) {
+	for len(m.entries) > 0 && (int64(len(m.entries)) > l.IdempotencyEntries || m.entries[0].revision < revision-l.IdempotencyRevisions) {
+		m.entries = m.entries[1:]
+		m.evicted++
+	}
+}
+
+// matches compares the model with the state's cache, entry by entry.
+func (m *idemModel) matches(s *State) error {
+	if s.IdempotencyCount() != len(m.entries) {
+		return fmt.Errorf("idempotency cache holds %d entries, the model %d", s.IdempotencyCount(), len(m.entries))
+	}
+	i := 0
+	var err error
+	s.idemBySeq.Ascend(func(e *idemEntry) bool {
+		w := m.entries[i]
+		if e.key != w.key || e.revision != w.revision || !bytes.Equal(e.reply, w.reply) {
+			err = fmt.Errorf("idempotency entry %d: %q at %d %s; the model has %q at %d %s", i, e.key, e.revision, e.reply, w.key, w.revision, w.reply)
+		}
+		i++
+		return err == nil
+	})
+	if err == nil {
+		err = checkIdempotency(s)
+	}
+	return err
+}
+
+// requestBytes identifies a request as the model sees it: the op and the
+// encoded body, without stamp or key.
+func requestBytes(c Command) []byte {
+	data, err := Encode(0, c.Body)
+	if err != nil {
+		panic(err)
+	}
+	return append([]byte{byte(c.Op)}, data[headerLen:]...)
+}
+
+// replyJSON encodes a reply as the cache must hold it: as the service
+// sends it, without HTML escaping.
+func replyJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bufio"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +16,7 @@ import (
 // (fsm/testdata holds a golden file per version).
 const (
 	SnapshotFormat  = "concord.fsm"
-	SnapshotVersion = 1
+	SnapshotVersion = 2
 )
 
 // ErrBadSnapshot reports a snapshot that cannot be restored.
@@ -26,6 +27,8 @@ var ErrBadSnapshot = errors.New("bad snapshot")
 type Snapshot struct {
 	kv          *btree.BTreeG[*record]
 	leases      *btree.BTreeG[*lease]
+	idem        *btree.BTreeG[*idemEntry] // by insertion order
+	idemSeq     uint64
 	revision    int64
 	nextLeaseID int64
 	now         int64
@@ -41,6 +44,17 @@ type snapshotHeader struct {
 	Limits      Limits `json:"limits"`
 	Leases      int    `json:"leases"`
 	Keys        int    `json:"keys"`
+	// Since version 2: the idempotency cache.
+	Idempotency    int    `json:"idempotency,omitempty"`
+	IdempotencySeq uint64 `json:"idempotency_seq,omitempty"`
+}
+
+type snapshotIdem struct {
+	Key      string          `json:"key"`
+	Hash     string          `json:"hash"`
+	Revision int64           `json:"revision"`
+	Seq      uint64          `json:"seq"`
+	Reply    json.RawMessage `json:"reply"`
 }
 
 type snapshotLease struct {
@@ -67,6 +81,8 @@ func (s *State) Snapshot() *Snapshot {
 	return &Snapshot{
 		kv:          s.kv.Clone(),
 		leases:      s.leases.Clone(),
+		idem:        s.idemBySeq.Clone(),
+		idemSeq:     s.idemSeq,
 		revision:    s.revision,
 		nextLeaseID: s.nextLeaseID,
 		now:         s.now,
@@ -85,6 +101,7 @@ func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
 		Format: SnapshotFormat, Version: SnapshotVersion,
 		Revision: sn.revision, NextLeaseID: sn.nextLeaseID, Now: sn.now, Limits: sn.limits,
 		Leases: sn.leases.Len(), Keys: sn.kv.Len(),
+		Idempotency: sn.idem.Len(), IdempotencySeq: sn.idemSeq,
 	})
 	sn.leases.Ascend(func(l *lease) bool {
 		err = enc.Encode(snapshotLease{l.id, l.ttl, l.deadline, l.grantedRevision, l.anonymous, l.metadata})
@@ -93,6 +110,12 @@ func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	if err == nil {
 		sn.kv.Ascend(func(r *record) bool {
 			err = enc.Encode(snapshotKV{r.key, r.value, r.createRevision, r.modRevision, r.version, r.lease})
+			return err == nil
+		})
+	}
+	if err == nil {
+		sn.idem.Ascend(func(e *idemEntry) bool {
+			err = enc.Encode(snapshotIdem{e.key, hex.EncodeToString(e.hash[:]), e.revision, e.seq, e.reply})
 			return err == nil
 		})
 	}
@@ -126,7 +149,8 @@ func readSnapshot(r io.Reader) (*State, error) {
 		return nil, fmt.Errorf("%w: format %q version %d, this build reads %q up to version %d", ErrBadSnapshot, h.Format, h.Version, SnapshotFormat, SnapshotVersion)
 	}
 	s := New()
-	s.revision, s.nextLeaseID, s.now, s.limits = h.Revision, h.NextLeaseID, h.Now, h.Limits
+	s.revision, s.nextLeaseID, s.now, s.limits = h.Revision, h.NextLeaseID, h.Now, h.Limits.withDefaults()
+	s.idemSeq = h.IdempotencySeq
 	for i := 0; i < h.Leases; i++ {
 		var sl snapshotLease
 		if err := dec.Decode(&sl); err != nil {
@@ -154,6 +178,24 @@ func readSnapshot(r io.Reader) (*State, error) {
 			s.attach(l, rec.key)
 		}
 		s.kv.ReplaceOrInsert(rec)
+	}
+	for i := 0; i < h.Idempotency; i++ {
+		var si snapshotIdem
+		if err := dec.Decode(&si); err != nil {
+			return nil, fmt.Errorf("%w: idempotency entry %d of %d: %v", ErrBadSnapshot, i+1, h.Idempotency, err)
+		}
+		e := &idemEntry{key: si.Key, revision: si.Revision, seq: si.Seq, reply: si.Reply}
+		hash, err := hex.DecodeString(si.Hash)
+		if err != nil || len(hash) != len(e.hash) || e.key == "" || len(e.reply) == 0 || e.seq == 0 || e.seq > s.idemSeq {
+			return nil, fmt.Errorf("%w: idempotency entry %d of %d is malformed", ErrBadSnapshot, i+1, h.Idempotency)
+		}
+		copy(e.hash[:], hash)
+		if _, dup := s.idemByKey.ReplaceOrInsert(e); dup {
+			return nil, fmt.Errorf("%w: idempotency key %q appears twice", ErrBadSnapshot, e.key)
+		}
+		if _, dup := s.idemBySeq.ReplaceOrInsert(e); dup {
+			return nil, fmt.Errorf("%w: idempotency sequence %d appears twice", ErrBadSnapshot, e.seq)
+		}
 	}
 	var lonely error
 	s.leases.Ascend(func(l *lease) bool {

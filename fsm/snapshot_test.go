@@ -19,7 +19,12 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
-const goldenV1 = "testdata/snapshot-v1.golden"
+// The golden files: v1 was written by the first release of the format and
+// must restore in every later version; v2 adds the idempotency cache.
+const (
+	goldenV1 = "testdata/snapshot-v1.golden"
+	goldenV2 = "testdata/snapshot-v2.golden"
+)
 
 // goldenSteps is the fixed command sequence behind snapshot-v1.golden. Its
 // end state is spelled out by hand in TestSnapshotGoldenRestore.
@@ -46,37 +51,80 @@ func goldenSteps() []step {
 	}
 }
 
+// goldenStepsV2 extends the v1 sequence with commands that fill the
+// idempotency cache.
+func goldenStepsV2() []step {
+	return append(goldenSteps(),
+		step{t0 + 5_100, Command{Op: OpPut, IdempotencyKey: "client-1:req-1", Body: &Put{Key: "idem.a", Value: val(`{"n":1}`)}}}, // rev 11
+		step{t0 + 5_200, Command{Op: OpTxn, IdempotencyKey: "client-1:req-2", Body: &Txn{
+			Compare: []Compare{{Key: "idem.b", Target: TargetCreateRevision, Op: CmpEq, Int: 0}},
+			Success: []TxnOp{{Put: &Put{Key: "idem.b", Value: val(`"<b>"`)}}, {Get: &GetQuery{Key: "idem.a", Limit: 10}}},
+		}}}, // rev 12
+	)
+}
+
 func goldenState(t testing.TB) *State {
 	s := New()
 	run(t, s, goldenSteps()...)
 	return s
 }
 
-func readGolden(t testing.TB) []byte {
+func readGolden(t testing.TB) []byte { return readGoldenFile(t, goldenV1) }
+
+func readGoldenFile(t testing.TB, path string) []byte {
 	t.Helper()
-	data, err := os.ReadFile(goldenV1)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("%v (run go test ./fsm -run TestSnapshotGoldenWrite -update to create it)", err)
 	}
 	return data
 }
 
-// The snapshot of the golden sequence is byte for byte the golden file: the
-// v1 encoding has not changed. If it must change, bump SnapshotVersion, add
-// snapshot-v2.golden, and keep this file and its restore test.
+// The snapshot of the v2 golden sequence is byte for byte the v2 golden
+// file: the current encoding has not changed. If it must change, bump
+// SnapshotVersion, add a new golden file, and keep the old ones and their
+// restore tests.
 func TestSnapshotGoldenWrite(t *testing.T) {
-	got := snap(t, goldenState(t))
+	s := New()
+	run(t, s, goldenStepsV2()...)
+	got := snap(t, s)
 	if *update {
-		if err := os.MkdirAll(filepath.Dir(goldenV1), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(goldenV2), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(goldenV1, got, 0o644); err != nil {
+		if err := os.WriteFile(goldenV2, got, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("wrote %s", goldenV1)
+		t.Logf("wrote %s", goldenV2)
 	}
-	if want := readGolden(t); !bytes.Equal(got, want) {
-		t.Fatalf("snapshot differs from %s:\ngot:\n%s\nwant:\n%s", goldenV1, got, want)
+	if want := readGoldenFile(t, goldenV2); !bytes.Equal(got, want) {
+		t.Fatalf("snapshot differs from %s:\ngot:\n%s\nwant:\n%s", goldenV2, got, want)
+	}
+}
+
+// The v2 golden restores with its idempotency cache: a retry gets the
+// remembered reply and changes nothing, a reused key with another request
+// is refused, and the file writes back to the same bytes.
+func TestSnapshotGoldenV2Restore(t *testing.T) {
+	data := readGoldenFile(t, goldenV2)
+	s := restored(t, data)
+	eq(t, "revision", s.Revision(), int64(12))
+	eq(t, "idempotency entries", s.IdempotencyCount(), 2)
+	eq(t, "rewritten", string(snap(t, s)), string(data))
+
+	steps := goldenStepsV2()
+	retry := steps[len(steps)-1].body.(Command)
+	retry.Now = t0 + 6_000
+	r := s.ApplyCommand(retry)
+	if r.Err != nil || !r.Cached || len(r.Events) != 0 {
+		t.Fatalf("retry after restore: %+v", r)
+	}
+	eq(t, "cached reply", string(r.Reply.(json.RawMessage)),
+		`{"succeeded":true,"revision":12,"responses":[{"put":{"revision":12}},{"get":{"revision":12,"kvs":[{"key":"idem.a","value":{"n":1},"create_revision":11,"mod_revision":11,"version":1}],"count":1,"more":false}}]}`)
+	eq(t, "revision after retry", s.Revision(), int64(12))
+	other := Command{Op: OpPut, Now: t0 + 6_000, IdempotencyKey: "client-1:req-1", Body: &Put{Key: "idem.a", Value: val(`2`)}}
+	if r := s.ApplyCommand(other); !errors.Is(r.Err, ErrIdempotencyConflict) {
+		t.Fatalf("reused key with another request: %+v", r)
 	}
 }
 
@@ -88,7 +136,8 @@ func TestSnapshotGoldenRestore(t *testing.T) {
 
 	eq(t, "revision", s.Revision(), int64(10))
 	eq(t, "now", s.Now(), int64(now))
-	eq(t, "limits", s.Limits(), Limits{MaxLeases: 1000, MaxKeysPerLease: 100})
+	// v1 had no idempotency limits: the defaults apply.
+	eq(t, "limits", s.Limits(), Limits{MaxLeases: 1000, MaxKeysPerLease: 100, IdempotencyEntries: 100_000, IdempotencyRevisions: 10_000})
 	e, a := s.LeaseCount()
 	eq(t, "lease count", [2]int64{e, a}, [2]int64{2, 1})
 
@@ -134,8 +183,8 @@ func TestSnapshotGoldenRestore(t *testing.T) {
 	if err := checkInvariants(s); err != nil {
 		t.Fatal(err)
 	}
-	// The restored file writes back to the same bytes.
-	eq(t, "rewritten", string(snap(t, s)), string(data))
+	// The restored file writes back as the current version of the same state.
+	eq(t, "rewritten", string(snap(t, s)), string(snap(t, goldenState(t))))
 
 	// The id counter: the next auto id is 11, above every id ever used.
 	r := mustApply(t, s, now, &Grant{TTL: 1})
@@ -191,7 +240,7 @@ func TestRestoreRejectsBadSnapshots(t *testing.T) {
 		{"wrong format", mutateLine(golden, 0, replace(`"concord.fsm"`, `"concord.kv"`))},
 		{"no format", mutateLine(golden, 0, replace(`"format":"concord.fsm",`, ``))},
 		{"version 0", mutateLine(golden, 0, replace(`"version":1`, `"version":0`))},
-		{"version 2", mutateLine(golden, 0, replace(`"version":1`, `"version":2`))},
+		{"version 3", mutateLine(golden, 0, replace(`"version":1`, `"version":3`))},
 		{"no version", mutateLine(golden, 0, replace(`"version":1,`, ``))},
 		{"negative version", mutateLine(golden, 0, replace(`"version":1`, `"version":-1`))},
 		{"version as string", mutateLine(golden, 0, replace(`"version":1`, `"version":"1"`))},
@@ -262,7 +311,7 @@ func TestRestoreReadError(t *testing.T) {
 	if err := s.Restore(iotest.OneByteReader(bytes.NewReader(golden))); err != nil {
 		t.Fatal(err)
 	}
-	eq(t, "restored", string(snap(t, s)), string(golden))
+	eq(t, "restored", string(snap(t, s)), string(snap(t, goldenState(t))))
 }
 
 type failingWriter struct {
@@ -311,9 +360,9 @@ func TestSnapshotLayout(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[0]), &h); err != nil {
 		t.Fatal(err)
 	}
-	eq(t, "header", h, snapshotHeader{Format: SnapshotFormat, Version: SnapshotVersion, Revision: 10, NextLeaseID: 11,
+	eq(t, "header", h, snapshotHeader{Format: SnapshotFormat, Version: 1, Revision: 10, NextLeaseID: 11,
 		Now: t0 + 5_000, Limits: Limits{MaxLeases: 1000, MaxKeysPerLease: 100}, Leases: 3, Keys: 5})
-	eq(t, "format constants", [2]any{SnapshotFormat, SnapshotVersion}, [2]any{"concord.fsm", 1})
+	eq(t, "format constants", [2]any{SnapshotFormat, SnapshotVersion}, [2]any{"concord.fsm", 2})
 	var ids []int64
 	for _, l := range lines[1:4] {
 		var sl snapshotLease

@@ -55,6 +55,11 @@ type State struct {
 	attached *btree.BTreeG[attachment]
 	expiry   *btree.BTreeG[deadlineEntry]
 
+	// The idempotency cache, by key and by insertion order.
+	idemByKey *btree.BTreeG[*idemEntry]
+	idemBySeq *btree.BTreeG[*idemEntry]
+	idemSeq   uint64
+
 	revision    int64
 	nextLeaseID int64
 	now         int64
@@ -76,6 +81,10 @@ type Result struct {
 	Events []schema.Event
 	// Expired lists the leases an Expire command removed.
 	Expired []ExpiredLease
+	// Cached says the reply is a remembered one: the command carried an
+	// idempotency key already used for the same request, and changed
+	// nothing this time.
+	Cached bool
 }
 
 // ExpiredLease reports one lease removed by an Expire command.
@@ -87,7 +96,10 @@ type ExpiredLease struct {
 
 // New returns an empty state with the default limits.
 func New() *State {
+	byKey, bySeq := newIdemTrees()
 	return &State{
+		idemByKey:   byKey,
+		idemBySeq:   bySeq,
 		kv:          btree.NewG(btreeDegree, func(a, b *record) bool { return a.key < b.key }),
 		leases:      btree.NewG(btreeDegree, func(a, b *lease) bool { return a.id < b.id }),
 		attached:    btree.NewG(btreeDegree, lessAttachment),
@@ -145,9 +157,19 @@ func (s *State) ApplyCommand(c Command) Result {
 	if c.Now > s.now {
 		s.now = c.Now
 	}
-	now := s.now
-	r := Result{Op: c.Op}
-	switch b := c.Body.(type) {
+	var r Result
+	if c.IdempotencyKey != "" && mutates(c.Op) {
+		r = s.applyIdempotent(c, s.now)
+	} else {
+		r = s.applyBody(c.Op, c.Body, s.now)
+	}
+	s.pruneIdempotency()
+	return r
+}
+
+func (s *State) applyBody(op Op, body any, now int64) Result {
+	r := Result{Op: op}
+	switch b := body.(type) {
 	case *Grant:
 		r.Reply, r.Err = s.grant(now, b)
 	case *KeepAlive:
@@ -157,13 +179,29 @@ func (s *State) ApplyCommand(c Command) Result {
 	case *Put:
 		r.Reply, r.Events, r.Err = s.put(now, b)
 	case *Delete:
-		r.Reply, r.Events = s.delete(now, b)
+		r.Reply, r.Events, r.Err = s.delete(now, b)
+	case *Txn:
+		r.Reply, r.Events, r.Err = s.txn(now, b)
 	case *Expire:
 		r.Events, r.Expired = s.expire(now, b)
 	case *Limits:
-		s.limits = *b
+		s.limits = b.withDefaults()
 	default:
-		r.Err = fmt.Errorf("%w: body %T", ErrBadCommand, c.Body)
+		r.Err = fmt.Errorf("%w: body %T", ErrBadCommand, body)
+	}
+	if r.Err != nil {
+		r.Reply, r.Events = nil, nil
 	}
 	return r
+}
+
+// withDefaults fills limits that a command or an older snapshot left unset.
+func (l Limits) withDefaults() Limits {
+	if l.IdempotencyEntries <= 0 {
+		l.IdempotencyEntries = DefaultLimits.IdempotencyEntries
+	}
+	if l.IdempotencyRevisions <= 0 {
+		l.IdempotencyRevisions = DefaultLimits.IdempotencyRevisions
+	}
+	return l
 }

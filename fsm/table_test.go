@@ -75,6 +75,10 @@ func opOf(body any) Op {
 		return OpExpire
 	case *Limits:
 		return OpSetLimits
+	case *Txn:
+		return OpTxn
+	case Command:
+		return opOf(body.(Command).Body)
 	}
 	return 0
 }
