@@ -50,6 +50,14 @@ type Config struct {
 	MaxMetadataBytes int
 	MaxLeases        int64
 	MaxKeysPerLease  int64
+	// Transactions: compares, operations per branch, request bytes.
+	MaxTxnCompares int
+	MaxTxnOps      int
+	MaxTxnBytes    int
+	// The idempotency cache keeps at most IdempotencyEntries replies, none
+	// older than IdempotencyRevisions revisions.
+	IdempotencyEntries   int64
+	IdempotencyRevisions int64
 
 	// Logger receives the node's logs; nil uses slog.Default().
 	Logger *slog.Logger
@@ -69,24 +77,29 @@ const (
 // DefaultConfig returns the configuration of `concord serve` with no flags.
 func DefaultConfig() Config {
 	return Config{
-		NodeID:            "n1",
-		DataDir:           "concord-data",
-		RaftAddr:          "127.0.0.1:7422",
-		NATSListen:        "127.0.0.1:4222",
-		SubjectPrefix:     subjects.DefaultPrefix,
-		TickInterval:      time.Second,
-		ExpireBatch:       50,
-		ApplyTimeout:      5 * time.Second,
-		MaxInflight:       4096,
-		SnapshotThreshold: 8192,
-		SnapshotInterval:  30 * time.Second,
-		TrailingLogs:      10240,
-		MinTTL:            1,
-		MaxKeyBytes:       subjects.MaxKeyBytes,
-		MaxValueBytes:     1 << 20,
-		MaxMetadataBytes:  8 << 10,
-		MaxLeases:         100_000,
-		MaxKeysPerLease:   10_000,
+		NodeID:               "n1",
+		DataDir:              "concord-data",
+		RaftAddr:             "127.0.0.1:7422",
+		NATSListen:           "127.0.0.1:4222",
+		SubjectPrefix:        subjects.DefaultPrefix,
+		TickInterval:         time.Second,
+		ExpireBatch:          50,
+		ApplyTimeout:         5 * time.Second,
+		MaxInflight:          4096,
+		SnapshotThreshold:    8192,
+		SnapshotInterval:     30 * time.Second,
+		TrailingLogs:         10240,
+		MinTTL:               1,
+		MaxKeyBytes:          subjects.MaxKeyBytes,
+		MaxValueBytes:        1 << 20,
+		MaxMetadataBytes:     8 << 10,
+		MaxLeases:            100_000,
+		MaxKeysPerLease:      10_000,
+		MaxTxnCompares:       64,
+		MaxTxnOps:            128,
+		MaxTxnBytes:          1 << 20,
+		IdempotencyEntries:   100_000,
+		IdempotencyRevisions: 10_000,
 	}
 }
 
@@ -144,6 +157,21 @@ func (c *Config) fillDefaults() {
 	if c.MaxKeysPerLease == 0 {
 		c.MaxKeysPerLease = d.MaxKeysPerLease
 	}
+	if c.MaxTxnCompares == 0 {
+		c.MaxTxnCompares = d.MaxTxnCompares
+	}
+	if c.MaxTxnOps == 0 {
+		c.MaxTxnOps = d.MaxTxnOps
+	}
+	if c.MaxTxnBytes == 0 {
+		c.MaxTxnBytes = d.MaxTxnBytes
+	}
+	if c.IdempotencyEntries == 0 {
+		c.IdempotencyEntries = d.IdempotencyEntries
+	}
+	if c.IdempotencyRevisions == 0 {
+		c.IdempotencyRevisions = d.IdempotencyRevisions
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -163,6 +191,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: value and metadata limits must be positive", ErrConfig)
 	case c.MaxLeases < 1 || c.MaxKeysPerLease < 1:
 		return fmt.Errorf("%w: lease limits must be positive", ErrConfig)
+	case c.MaxTxnCompares < 1 || c.MaxTxnOps < 1 || c.MaxTxnBytes < 1:
+		return fmt.Errorf("%w: transaction limits must be positive", ErrConfig)
+	case c.IdempotencyEntries < 1 || c.IdempotencyRevisions < 1:
+		return fmt.Errorf("%w: idempotency limits must be positive", ErrConfig)
 	case c.MaxInflight < 1:
 		return fmt.Errorf("%w: max inflight %d must be at least 1", ErrConfig, c.MaxInflight)
 	}

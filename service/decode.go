@@ -172,7 +172,7 @@ func decodeList(data []byte) (*schema.LeaseListRequest, *schema.Error) {
 	if req.After < 0 {
 		return nil, invalid("after: %d is negative", req.After)
 	}
-	limit, e := checkLimit(req.Limit)
+	limit, e := checkLimit("", req.Limit, maxListLimit)
 	if e != nil {
 		return nil, e
 	}
@@ -180,63 +180,71 @@ func decodeList(data []byte) (*schema.LeaseListRequest, *schema.Error) {
 	return &req, nil
 }
 
-func checkLimit(limit int) (int, *schema.Error) {
+// checkLimit turns 0 into the default limit and refuses one outside 1..max.
+func checkLimit(at string, limit, max int) (int, *schema.Error) {
 	switch {
 	case limit == 0:
-		return defaultListLimit, nil
-	case limit < 0 || limit > maxListLimit:
-		return 0, invalid("limit: %d is outside 1..%d", limit, maxListLimit)
+		return min(defaultListLimit, max), nil
+	case limit < 0 || limit > max:
+		return 0, invalid("%slimit: %d is outside 1..%d", at, limit, max)
 	}
 	return limit, nil
 }
 
-func (s *Service) decodePut(data []byte) (*fsm.Put, *schema.Error) {
+func (s *Service) decodePut(data []byte) (*fsm.Put, string, *schema.Error) {
 	var req schema.KVPutRequest
 	if e := decodeStrict(data, &req); e != nil {
+		return nil, "", e
+	}
+	p, e := s.buildPut("", req.Key, req.Value, req.Lease, req.TTL, req.PrevKV)
+	return p, req.IdempotencyKey, e
+}
+
+// buildPut checks a put's fields; at prefixes the field names in error
+// descriptions (inside a transaction it says which operation).
+func (s *Service) buildPut(at, key string, value json.RawMessage, lease, ttl *int64, prevKV bool) (*fsm.Put, *schema.Error) {
+	if e := s.checkKey(at+"key", key); e != nil {
 		return nil, e
 	}
-	if e := s.checkKey("key", req.Key); e != nil {
-		return nil, e
+	if len(value) == 0 {
+		return nil, invalid("%svalue: missing; any JSON value is accepted, null included", at)
 	}
-	if len(req.Value) == 0 {
-		return nil, invalid("value: missing; any JSON value is accepted, null included")
-	}
-	p := &fsm.Put{Key: req.Key, Value: compactJSON(req.Value), PrevKV: req.PrevKV}
+	p := &fsm.Put{Key: key, Value: compactJSON(value), PrevKV: prevKV}
 	if len(p.Value) > s.cfg.MaxValueBytes {
-		return nil, schema.Errorf(schema.ErrTooLarge, "value: %d bytes is more than %d", len(p.Value), s.cfg.MaxValueBytes)
+		return nil, schema.Errorf(schema.ErrTooLarge, "%svalue: %d bytes is more than %d", at, len(p.Value), s.cfg.MaxValueBytes)
 	}
-	if req.Lease != nil && req.TTL != nil {
-		return nil, invalid("lease and ttl: give one or the other, not both")
+	if lease != nil && ttl != nil {
+		return nil, invalid("%slease and %sttl: give one or the other, not both", at, at)
 	}
-	if req.Lease != nil && *req.Lease != 0 {
-		if e := checkLeaseID("lease", *req.Lease); e != nil {
+	if lease != nil && *lease != 0 {
+		if e := checkLeaseID(at+"lease", *lease); e != nil {
 			return nil, e
 		}
-		p.Lease = *req.Lease
+		p.Lease = *lease
 	}
-	if req.TTL != nil {
-		if e := s.checkTTL("ttl", *req.TTL); e != nil {
+	if ttl != nil {
+		if e := s.checkTTL(at+"ttl", *ttl); e != nil {
 			return nil, e
 		}
-		p.TTL = *req.TTL
+		p.TTL = *ttl
 	}
 	return p, nil
 }
 
 // keyOrPrefix checks that exactly one of key and prefix is given.
-func (s *Service) keyOrPrefix(key, prefix *string) (string, bool, *schema.Error) {
+func (s *Service) keyOrPrefix(at string, key, prefix *string) (string, bool, *schema.Error) {
 	switch {
 	case key != nil && prefix != nil:
-		return "", false, invalid("key and prefix: give exactly one")
+		return "", false, invalid("%skey and %sprefix: give exactly one", at, at)
 	case key != nil:
-		return *key, false, s.checkKey("key", *key)
+		return *key, false, s.checkKey(at+"key", *key)
 	case prefix != nil:
 		if err := subjects.ValidatePrefix(*prefix, s.cfg.MaxKeyBytes); err != nil {
-			return "", false, invalid("prefix: %v", err)
+			return "", false, invalid("%sprefix: %v", at, err)
 		}
 		return *prefix, true, nil
 	}
-	return "", false, invalid("key or prefix: one is required (prefix \"\" means every key)")
+	return "", false, invalid("%skey or %sprefix: one is required (prefix \"\" means every key)", at, at)
 }
 
 func (s *Service) decodeGet(data []byte) (fsm.GetQuery, bool, *schema.Error) {
@@ -244,31 +252,35 @@ func (s *Service) decodeGet(data []byte) (fsm.GetQuery, bool, *schema.Error) {
 	if e := decodeStrict(data, &req); e != nil {
 		return fsm.GetQuery{}, false, e
 	}
-	key, isPrefix, e := s.keyOrPrefix(req.Key, req.Prefix)
-	if e != nil {
-		return fsm.GetQuery{}, false, e
-	}
-	if req.After != "" && !isPrefix {
-		return fsm.GetQuery{}, false, invalid("after: only applies to a prefix read")
-	}
-	limit, e := checkLimit(req.Limit)
-	if e != nil {
-		return fsm.GetQuery{}, false, e
-	}
-	q := fsm.GetQuery{Key: key, IsPrefix: isPrefix, After: req.After, Limit: limit, KeysOnly: req.KeysOnly, CountOnly: req.CountOnly}
-	return q, req.Serializable, nil
+	q, e := s.buildGet("", req.Key, req.Prefix, req.Limit, req.After, req.KeysOnly, req.CountOnly, maxListLimit)
+	return q, req.Serializable, e
 }
 
-func (s *Service) decodeDelete(data []byte) (*fsm.Delete, *schema.Error) {
+func (s *Service) buildGet(at string, key, prefix *string, limit int, after string, keysOnly, countOnly bool, maxLimit int) (fsm.GetQuery, *schema.Error) {
+	k, isPrefix, e := s.keyOrPrefix(at, key, prefix)
+	if e != nil {
+		return fsm.GetQuery{}, e
+	}
+	if after != "" && !isPrefix {
+		return fsm.GetQuery{}, invalid("%safter: only applies to a prefix read", at)
+	}
+	limit, e = checkLimit(at, limit, maxLimit)
+	if e != nil {
+		return fsm.GetQuery{}, e
+	}
+	return fsm.GetQuery{Key: k, IsPrefix: isPrefix, After: after, Limit: limit, KeysOnly: keysOnly, CountOnly: countOnly}, nil
+}
+
+func (s *Service) decodeDelete(data []byte) (*fsm.Delete, string, *schema.Error) {
 	var req schema.KVDeleteRequest
 	if e := decodeStrict(data, &req); e != nil {
-		return nil, e
+		return nil, "", e
 	}
-	key, isPrefix, e := s.keyOrPrefix(req.Key, req.Prefix)
+	key, isPrefix, e := s.keyOrPrefix("", req.Key, req.Prefix)
 	if e != nil {
-		return nil, e
+		return nil, "", e
 	}
-	return &fsm.Delete{Key: key, IsPrefix: isPrefix, PrevKV: req.PrevKV}, nil
+	return &fsm.Delete{Key: key, IsPrefix: isPrefix, PrevKV: req.PrevKV}, req.IdempotencyKey, nil
 }
 
 // errorFor maps an error from the state machine or Raft to its wire form.
@@ -286,6 +298,10 @@ func errorFor(err error) *schema.Error {
 		return schema.Errorf(schema.ErrLeaseConflict, "%s", err)
 	case errors.Is(err, fsm.ErrLimitExceeded):
 		return schema.Errorf(schema.ErrLimitExceeded, "%s", err)
+	case errors.Is(err, fsm.ErrTooLarge):
+		return schema.Errorf(schema.ErrTooLarge, "%s", err)
+	case errors.Is(err, fsm.ErrIdempotencyConflict):
+		return schema.Errorf(schema.ErrIdempotencyConflict, "%s", err)
 	}
 	return schema.Errorf(schema.ErrInternal, "%s", fmt.Sprint(err))
 }

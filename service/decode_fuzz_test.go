@@ -19,11 +19,13 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{"include_anonymous":true,"limit":3,"after":2}`, `{"key":"a.b","value":{"x":[1,2]},"lease":1}`,
 		`{"key":"a","value":null,"ttl":3,"prev_kv":true}`, `{"prefix":"","limit":10,"after":"a"}`,
 		`{"key":"a.b","prefix":"a"}`, `{"key":"a b","value":1}`, `{"ttl":1e3}`, `[]`, `null`, ``, `{"ttl":5}x`,
+		`{"compare":[{"key":"l","target":"create_revision","op":"==","value":0}],"success":[{"put":{"key":"l","value":"n1","lease":4}}],"failure":[{"get":{"key":"l"}}],"idempotency_key":"k"}`,
+		`{"compare":[{"key":"j","target":"field","path":"/a/0","op":">=","value":2.5}],"success":[{"delete":{"prefix":"tmp.","limit":10}}]}`,
 	}
 	for i, s := range seeds {
 		f.Add(uint8(i), []byte(s))
 	}
-	svc := &Service{cfg: DefaultConfig()}
+	svc := &Service{cfg: DefaultConfig(), maxPayload: 1 << 20}
 	svc.cfg.fillDefaults()
 	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
 		ep := subjects.Endpoints[int(which)%len(subjects.Endpoints)]
@@ -48,7 +50,7 @@ func FuzzDecodeRequest(f *testing.F) {
 			_, e = decodeList(data)
 		case subjects.KVPut:
 			var p *fsm.Put
-			if p, e = svc.decodePut(data); e == nil {
+			if p, _, e = svc.decodePut(data); e == nil {
 				if subjects.ValidateKey(p.Key, svc.cfg.MaxKeyBytes) != nil || len(p.Value) == 0 || len(p.Value) > svc.cfg.MaxValueBytes || (p.Lease != 0 && p.TTL != 0) {
 					t.Fatalf("put %+v from %q", p, data)
 				}
@@ -57,7 +59,15 @@ func FuzzDecodeRequest(f *testing.F) {
 		case subjects.KVGet:
 			_, _, e = svc.decodeGet(data)
 		case subjects.KVDelete:
-			cmd, e = svc.decodeDelete(data)
+			cmd, _, e = svc.decodeDelete(data)
+		case subjects.KVTxn:
+			var txn *fsm.Txn
+			if txn, _, e = svc.decodeTxn(data); e == nil {
+				if len(txn.Compare) > svc.cfg.MaxTxnCompares || len(txn.Success) > svc.cfg.MaxTxnOps || len(txn.Failure) > svc.cfg.MaxTxnOps {
+					t.Fatalf("txn over its limits from %q", data)
+				}
+				cmd = txn
+			}
 		}
 		if e != nil {
 			if e.Code != 400 && e.Code != 413 {

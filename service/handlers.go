@@ -15,8 +15,8 @@ import (
 	"github.com/concord-io/concord/subjects"
 )
 
-// handlerFunc serves one request body.
-type handlerFunc func(ctx context.Context, data []byte) (any, *schema.Error)
+// handlerFunc serves one request.
+type handlerFunc func(ctx context.Context, m *nats.Msg) (any, *schema.Error)
 
 // queueGroup makes NATS deliver each request to one subscriber, which
 // matters during a leadership hand-over when two nodes briefly subscribe.
@@ -32,6 +32,7 @@ func (s *Service) handlers() map[subjects.Endpoint]handlerFunc {
 		subjects.KVPut:          s.handlePut,
 		subjects.KVGet:          s.handleGet,
 		subjects.KVDelete:       s.handleDelete,
+		subjects.KVTxn:          s.handleTxn,
 	}
 }
 
@@ -114,17 +115,18 @@ func (s *Service) serve(m *nats.Msg, h handlerFunc) (reply any, e *schema.Error)
 	}()
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.ApplyTimeout)
 	defer cancel()
-	return h(ctx, m.Data)
+	return h(ctx, m)
 }
 
 // propose stamps a command with the lease clock, appends it to the Raft log
-// and returns what applying it produced.
-func (s *Service) propose(body any) (*fsm.Result, *schema.Error) {
+// and returns what applying it produced. With an idempotency key, a retry
+// of the same request returns the first reply (Result.Cached).
+func (s *Service) propose(body any, idempotencyKey string) (*fsm.Result, *schema.Error) {
 	now, ok := s.clock.now()
 	if !ok {
 		return nil, schema.Errorf(schema.ErrNotLeader, "this node is not the leader")
 	}
-	data, err := fsm.Encode(now, body)
+	data, err := fsm.EncodeKeyed(now, idempotencyKey, body)
 	if err != nil {
 		return nil, schema.Errorf(schema.ErrInternal, "%v", err)
 	}
@@ -162,52 +164,89 @@ func raftError(err error) *schema.Error {
 	return schema.Errorf(schema.ErrUnavailable, "raft: %v", err)
 }
 
-func (s *Service) handleGrant(_ context.Context, data []byte) (any, *schema.Error) {
-	cmd, e := s.decodeGrant(data)
+func (s *Service) handleGrant(_ context.Context, m *nats.Msg) (any, *schema.Error) {
+	cmd, e := s.decodeGrant(m.Data)
 	if e != nil {
 		return nil, e
 	}
-	return s.proposeReply(cmd)
+	return s.proposeReply(m, cmd, "")
 }
 
-func (s *Service) handleKeepAlive(_ context.Context, data []byte) (any, *schema.Error) {
-	cmd, e := s.decodeKeepAlive(data)
+func (s *Service) handleKeepAlive(_ context.Context, m *nats.Msg) (any, *schema.Error) {
+	cmd, e := s.decodeKeepAlive(m.Data)
 	if e != nil {
 		return nil, e
 	}
-	return s.proposeReply(cmd)
+	return s.proposeReply(m, cmd, "")
 }
 
-func (s *Service) handleRevoke(_ context.Context, data []byte) (any, *schema.Error) {
-	cmd, e := decodeRevoke(data)
+func (s *Service) handleRevoke(_ context.Context, m *nats.Msg) (any, *schema.Error) {
+	cmd, e := decodeRevoke(m.Data)
 	if e != nil {
 		return nil, e
 	}
-	return s.proposeReply(cmd)
+	return s.proposeReply(m, cmd, "")
 }
 
-func (s *Service) handlePut(_ context.Context, data []byte) (any, *schema.Error) {
-	cmd, e := s.decodePut(data)
+func (s *Service) handlePut(_ context.Context, m *nats.Msg) (any, *schema.Error) {
+	cmd, key, e := s.decodePut(m.Data)
 	if e != nil {
 		return nil, e
 	}
-	return s.proposeReply(cmd)
+	return s.proposeReply(m, cmd, key)
 }
 
-func (s *Service) handleDelete(_ context.Context, data []byte) (any, *schema.Error) {
-	cmd, e := s.decodeDelete(data)
+func (s *Service) handleDelete(_ context.Context, m *nats.Msg) (any, *schema.Error) {
+	cmd, key, e := s.decodeDelete(m.Data)
 	if e != nil {
 		return nil, e
 	}
-	return s.proposeReply(cmd)
+	return s.proposeReply(m, cmd, key)
 }
 
-func (s *Service) proposeReply(cmd any) (any, *schema.Error) {
-	res, e := s.propose(cmd)
+func (s *Service) handleTxn(_ context.Context, m *nats.Msg) (any, *schema.Error) {
+	cmd, key, e := s.decodeTxn(m.Data)
+	if e != nil {
+		return nil, e
+	}
+	return s.proposeReply(m, cmd, key)
+}
+
+// proposeReply proposes a mutating command under the request's
+// idempotency key: the body's idempotency_key field or the
+// Concord-Idempotency-Key header (which must agree when both are given).
+func (s *Service) proposeReply(m *nats.Msg, cmd any, bodyKey string) (any, *schema.Error) {
+	key, e := idempotencyKey(m, bodyKey)
+	if e != nil {
+		return nil, e
+	}
+	res, e := s.propose(cmd, key)
 	if e != nil {
 		return nil, e
 	}
 	return res.Reply, nil
+}
+
+// maxIdempotencyKey bounds a key: the cache holds up to 100,000 of them.
+const maxIdempotencyKey = 256
+
+func idempotencyKey(m *nats.Msg, bodyKey string) (string, *schema.Error) {
+	key := bodyKey
+	if h := m.Header.Get(schema.HeaderIdempotencyKey); h != "" {
+		if key != "" && key != h {
+			return "", invalid("idempotency_key: the body says %q and the %s header %q", key, schema.HeaderIdempotencyKey, h)
+		}
+		key = h
+	}
+	if len(key) > maxIdempotencyKey {
+		return "", invalid("idempotency_key: %d bytes, more than %d", len(key), maxIdempotencyKey)
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return "", invalid("idempotency_key: byte %d is not printable ASCII", i)
+		}
+	}
+	return key, nil
 }
 
 // readNow confirms the read may be served and returns the time at which
@@ -225,8 +264,8 @@ func (s *Service) readNow(ctx context.Context, serializable bool) (int64, *schem
 	return now, nil
 }
 
-func (s *Service) handleInfo(ctx context.Context, data []byte) (any, *schema.Error) {
-	req, e := decodeInfo(data)
+func (s *Service) handleInfo(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
+	req, e := decodeInfo(m.Data)
 	if e != nil {
 		return nil, e
 	}
@@ -243,8 +282,8 @@ func (s *Service) handleInfo(ctx context.Context, data []byte) (any, *schema.Err
 	return info, nil
 }
 
-func (s *Service) handleList(ctx context.Context, data []byte) (any, *schema.Error) {
-	req, e := decodeList(data)
+func (s *Service) handleList(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
+	req, e := decodeList(m.Data)
 	if e != nil {
 		return nil, e
 	}
@@ -263,8 +302,8 @@ func (s *Service) handleList(ctx context.Context, data []byte) (any, *schema.Err
 // reply's envelope and headers.
 const replyHeadroom = 16 << 10
 
-func (s *Service) handleGet(ctx context.Context, data []byte) (any, *schema.Error) {
-	q, serializable, e := s.decodeGet(data)
+func (s *Service) handleGet(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
+	q, serializable, e := s.decodeGet(m.Data)
 	if e != nil {
 		return nil, e
 	}
@@ -272,7 +311,7 @@ func (s *Service) handleGet(ctx context.Context, data []byte) (any, *schema.Erro
 	if e != nil {
 		return nil, e
 	}
-	q.MaxBytes = int(s.nc.MaxPayload()) - replyHeadroom
+	q.MaxBytes = int(s.maxPayload) - replyHeadroom
 	var reply *schema.KVGetReply
 	s.sm.read(func(st *fsm.State) { reply = st.Get(q, max(now, st.Now())) })
 	return reply, nil

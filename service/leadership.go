@@ -63,9 +63,12 @@ func (s *Service) becomeLeader(ctx context.Context) *leaderTerm {
 	s.sm.read(func(st *fsm.State) { base, limits = st.Now(), st.Limits() })
 	s.clock.startAt(base)
 
-	want := fsm.Limits{MaxLeases: s.cfg.MaxLeases, MaxKeysPerLease: s.cfg.MaxKeysPerLease}
+	want := fsm.Limits{
+		MaxLeases: s.cfg.MaxLeases, MaxKeysPerLease: s.cfg.MaxKeysPerLease,
+		IdempotencyEntries: s.cfg.IdempotencyEntries, IdempotencyRevisions: s.cfg.IdempotencyRevisions,
+	}
 	if limits != want {
-		if _, e := s.propose(&want); e != nil {
+		if _, e := s.propose(&want, ""); e != nil {
 			s.log.Error("set replicated limits", "err", e)
 		}
 	}

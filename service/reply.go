@@ -36,8 +36,8 @@ func (s *Service) respond(m *nats.Msg, reply any, e *schema.Error) {
 	}
 	if e == nil {
 		data, err := marshal(reply)
-		if err == nil && int64(len(data)) > s.nc.MaxPayload() {
-			e = schema.Errorf(schema.ErrTooLarge, "the request was served, but its reply of %d bytes exceeds the NATS max payload of %d bytes", len(data), s.nc.MaxPayload())
+		if err == nil && int64(len(data)) > s.maxPayload {
+			e = schema.Errorf(schema.ErrTooLarge, "the request was served, but its reply of %d bytes exceeds the NATS max payload of %d bytes", len(data), s.maxPayload)
 		} else if err == nil {
 			if err := s.nc.Publish(m.Reply, data); err != nil {
 				s.log.Debug("send reply", "subject", m.Subject, "err", err)

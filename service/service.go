@@ -24,6 +24,8 @@ type Service struct {
 
 	ns *server.Server // nil when connected to an external NATS
 	nc *nats.Conn
+	// maxPayload is the connection's max payload, which bounds replies.
+	maxPayload int64
 
 	store *boltstore.Store
 	trans *raft.NetworkTransport
@@ -92,6 +94,7 @@ func (s *Service) start() error {
 		return fmt.Errorf("connect to nats %s: %w", url, err)
 	}
 	s.nc = nc
+	s.maxPayload = nc.MaxPayload()
 	if need := int64(s.cfg.MaxValueBytes + payloadHeadroom); nc.MaxPayload() < need {
 		s.log.Warn("the NATS max_payload is below the largest value plus its envelope; large puts will be refused by NATS",
 			"max_payload", nc.MaxPayload(), "max_value_bytes", s.cfg.MaxValueBytes)

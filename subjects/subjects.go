@@ -32,10 +32,11 @@ const (
 	KVPut          Endpoint = "kv.put"
 	KVGet          Endpoint = "kv.get"
 	KVDelete       Endpoint = "kv.delete"
+	KVTxn          Endpoint = "kv.txn"
 )
 
 // Endpoints lists every request endpoint in a stable order.
-var Endpoints = []Endpoint{LeaseGrant, LeaseKeepAlive, LeaseRevoke, LeaseInfo, LeaseList, KVPut, KVGet, KVDelete}
+var Endpoints = []Endpoint{LeaseGrant, LeaseKeepAlive, LeaseRevoke, LeaseInfo, LeaseList, KVPut, KVGet, KVDelete, KVTxn}
 
 // Names builds subjects under one prefix.
 type Names struct {

@@ -47,7 +47,8 @@ type benchResult struct {
 
 const benchUsage = `Usage: concord bench [flags] WORKLOAD...
 
-Workloads: grant, put (with a lease), keepalive, get, revoke (one lease with
+Workloads: grant, put (with a lease), keepalive, get, txn (lock acquire and
+release, alternating, on a lock per client), revoke (one lease with
 --revoke-keys keys: time to the reply and to the last delete event a watcher
 sees), expiry (--expiry-leases leases of --expiry-ttl seconds, one key each:
 how late each delete event arrives after its ttl, and how many come early).
@@ -71,7 +72,7 @@ func runBench(args []string) error {
 	}
 	workloads := fs.Args()
 	if len(workloads) == 0 {
-		workloads = []string{"grant", "put", "keepalive", "get", "revoke", "expiry"}
+		workloads = []string{"grant", "put", "keepalive", "get", "txn", "revoke", "expiry"}
 	}
 	names, err := subjects.New(c.prefix)
 	if err != nil {
@@ -88,7 +89,7 @@ func runBench(args []string) error {
 	for _, w := range workloads {
 		var r benchResult
 		switch w {
-		case "grant", "put", "keepalive", "get":
+		case "grant", "put", "keepalive", "get", "txn":
 			r, err = b.throughput(w)
 		case "revoke":
 			r, err = b.revoke()
@@ -168,7 +169,7 @@ func (b *bencher) throughput(w string) (benchResult, error) {
 	for i, nc := range b.conns {
 		st := &clientState{}
 		states[i] = st
-		if w == "put" || w == "keepalive" || w == "get" {
+		if w == "put" || w == "keepalive" || w == "get" || w == "txn" {
 			var g schema.LeaseGrantReply
 			if err := call(nc, b.names.Request(subjects.LeaseGrant), schema.LeaseGrantRequest{TTL: 600}, &g); err != nil {
 				return benchResult{}, fmt.Errorf("setup grant: %w", err)
@@ -206,6 +207,8 @@ func (b *bencher) throughput(w string) (benchResult, error) {
 				case "get":
 					key := fmt.Sprintf("bench.%s.get.%d.%d", b.run, i, n%100)
 					subject, req = b.names.Request(subjects.KVGet), map[string]any{"key": key}
+				case "txn":
+					subject, req = b.names.Request(subjects.KVTxn), lockTxn(fmt.Sprintf("bench.%s.lock.%d", b.run, i), st.lease, n%2 == 0)
 				}
 				t0 := time.Now()
 				if err := call(nc, subject, req, nil); err != nil {
@@ -229,6 +232,22 @@ func (b *bencher) throughput(w string) (benchResult, error) {
 	r := summarize(w, all, elapsed)
 	r.Errors = errs
 	return r, nil
+}
+
+// lockTxn acquires (create_revision == 0, then put on the lease) or
+// releases (lease == ours, then delete) a lock key.
+func lockTxn(key string, lease int64, acquire bool) map[string]any {
+	if acquire {
+		return map[string]any{
+			"compare": []any{map[string]any{"key": key, "target": "create_revision", "op": "==", "value": 0}},
+			"success": []any{map[string]any{"put": map[string]any{"key": key, "value": "holder", "lease": lease}}},
+			"failure": []any{map[string]any{"get": map[string]any{"key": key}}},
+		}
+	}
+	return map[string]any{
+		"compare": []any{map[string]any{"key": key, "target": "lease", "op": "==", "value": lease}},
+		"success": []any{map[string]any{"delete": map[string]any{"key": key}}},
+	}
 }
 
 func summarize(w string, lat []time.Duration, elapsed time.Duration) benchResult {

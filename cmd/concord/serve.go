@@ -36,6 +36,11 @@ func runServe(args []string) error {
 	fs.IntVar(&cfg.MaxMetadataBytes, "max-metadata-bytes", cfg.MaxMetadataBytes, "largest lease metadata (compact JSON)")
 	fs.Int64Var(&cfg.MaxLeases, "max-leases", cfg.MaxLeases, "most active leases, anonymous ones included")
 	fs.Int64Var(&cfg.MaxKeysPerLease, "max-keys-per-lease", cfg.MaxKeysPerLease, "most keys attached to one lease")
+	fs.IntVar(&cfg.MaxTxnCompares, "max-txn-compares", cfg.MaxTxnCompares, "most compares in one transaction")
+	fs.IntVar(&cfg.MaxTxnOps, "max-txn-ops", cfg.MaxTxnOps, "most operations in one transaction branch")
+	fs.IntVar(&cfg.MaxTxnBytes, "max-txn-bytes", cfg.MaxTxnBytes, "largest transaction request")
+	fs.Int64Var(&cfg.IdempotencyEntries, "idempotency-entries", cfg.IdempotencyEntries, "replies the idempotency cache keeps (replicated)")
+	fs.Int64Var(&cfg.IdempotencyRevisions, "idempotency-revisions", cfg.IdempotencyRevisions, "revisions after which a cached reply is dropped (replicated)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	pprofListen := fs.String("pprof-listen", "", "serve Go's net/http/pprof profiles on this address (for profiling; off by default)")
 	if err := fs.Parse(args); err != nil {

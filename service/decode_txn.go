@@ -1,0 +1,208 @@
+package service
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+
+	"github.com/concord-io/concord/fsm"
+	"github.com/concord-io/concord/schema"
+)
+
+var compareTargets = map[string]fsm.Target{
+	schema.TargetExists:         fsm.TargetExists,
+	schema.TargetValue:          fsm.TargetValue,
+	schema.TargetField:          fsm.TargetField,
+	schema.TargetVersion:        fsm.TargetVersion,
+	schema.TargetCreateRevision: fsm.TargetCreateRevision,
+	schema.TargetModRevision:    fsm.TargetModRevision,
+	schema.TargetLease:          fsm.TargetLease,
+	schema.TargetTTL:            fsm.TargetTTL,
+}
+
+var compareOps = map[string]fsm.CompareOp{
+	"==": fsm.CmpEq, "!=": fsm.CmpNe, "<": fsm.CmpLt, "<=": fsm.CmpLe, ">": fsm.CmpGt, ">=": fsm.CmpGe,
+}
+
+// maxTxnPrefixLimit bounds a prefix get or delete inside a transaction, so
+// one log entry stays small however many keys a prefix matches.
+const maxTxnPrefixLimit = 1000
+
+// decodeTxn checks a transaction request: sizes and counts, every compare's
+// target, operator and operand type, and every operation as its standalone
+// endpoint would. Only what depends on state is left to Apply.
+func (s *Service) decodeTxn(data []byte) (*fsm.Txn, string, *schema.Error) {
+	if len(data) > s.cfg.MaxTxnBytes {
+		return nil, "", schema.Errorf(schema.ErrTooLarge, "the transaction is %d bytes, more than %d", len(data), s.cfg.MaxTxnBytes)
+	}
+	var req schema.KVTxnRequest
+	if e := decodeStrict(data, &req); e != nil {
+		return nil, "", e
+	}
+	if len(req.Compare) > s.cfg.MaxTxnCompares {
+		return nil, "", invalid("compare: %d compares, more than %d", len(req.Compare), s.cfg.MaxTxnCompares)
+	}
+	t := &fsm.Txn{Compare: make([]fsm.Compare, 0, len(req.Compare))}
+	seen := make(map[string]bool, len(req.Compare))
+	for i, c := range req.Compare {
+		at := fmt.Sprintf("compare[%d].", i)
+		fc, e := s.buildCompare(at, c)
+		if e != nil {
+			return nil, "", e
+		}
+		id := c.Key + "\x00" + c.Target + "\x00" + fc.Path
+		if seen[id] {
+			return nil, "", invalid("%starget: a second %s compare on key %q; combine them into one", at, c.Target, c.Key)
+		}
+		seen[id] = true
+		t.Compare = append(t.Compare, fc)
+	}
+	// Reads in the reply share what is left of the max payload.
+	gets := 0
+	for _, branch := range [][]schema.TxnOp{req.Success, req.Failure} {
+		for _, op := range branch {
+			if op.Get != nil {
+				gets++
+			}
+		}
+	}
+	budget := int(s.maxPayload) - replyHeadroom
+	if gets > 0 {
+		budget /= gets
+	}
+	var e *schema.Error
+	if t.Success, e = s.buildBranch("success", req.Success, budget); e != nil {
+		return nil, "", e
+	}
+	if t.Failure, e = s.buildBranch("failure", req.Failure, budget); e != nil {
+		return nil, "", e
+	}
+	return t, req.IdempotencyKey, nil
+}
+
+func (s *Service) buildCompare(at string, c schema.TxnCompare) (fsm.Compare, *schema.Error) {
+	if e := s.checkKey(at+"key", c.Key); e != nil {
+		return fsm.Compare{}, e
+	}
+	target, ok := compareTargets[c.Target]
+	if !ok {
+		return fsm.Compare{}, invalid("%starget: %q is not one of exists, value, field, version, create_revision, mod_revision, lease, ttl", at, c.Target)
+	}
+	op, ok := compareOps[c.Op]
+	if !ok {
+		return fsm.Compare{}, invalid("%sop: %q is not one of ==, !=, <, <=, >, >=", at, c.Op)
+	}
+	if (target == fsm.TargetExists || target == fsm.TargetValue || target == fsm.TargetLease) && op != fsm.CmpEq && op != fsm.CmpNe {
+		return fsm.Compare{}, invalid("%sop: %s compares take == or != only", at, c.Target)
+	}
+	if c.Path != nil && target != fsm.TargetField {
+		return fsm.Compare{}, invalid("%spath: only a field compare has a path", at)
+	}
+	if len(c.Value) == 0 {
+		return fsm.Compare{}, invalid("%svalue: missing", at)
+	}
+	fc := fsm.Compare{Key: c.Key, Target: target, Op: op}
+	switch target {
+	case fsm.TargetValue, fsm.TargetField:
+		fc.Value = compactJSON(c.Value)
+		if len(fc.Value) > s.cfg.MaxValueBytes {
+			return fsm.Compare{}, schema.Errorf(schema.ErrTooLarge, "%svalue: %d bytes is more than %d", at, len(fc.Value), s.cfg.MaxValueBytes)
+		}
+		if target == fsm.TargetField {
+			if c.Path == nil {
+				return fsm.Compare{}, invalid("%spath: a field compare needs a JSON Pointer such as \"/status\"", at)
+			}
+			if !fsm.ValidJSONPointer(*c.Path) {
+				return fsm.Compare{}, invalid("%spath: %q is not a JSON Pointer (RFC 6901)", at, *c.Path)
+			}
+			fc.Path = *c.Path
+		}
+	case fsm.TargetExists:
+		switch string(bytes.TrimSpace(c.Value)) {
+		case "true":
+			fc.Int = 1
+		case "false":
+		default:
+			return fsm.Compare{}, invalid("%svalue: an exists compare takes true or false", at)
+		}
+	default:
+		n, ok := jsonInt(c.Value)
+		if !ok {
+			return fsm.Compare{}, invalid("%svalue: a %s compare takes an integer", at, c.Target)
+		}
+		if target == fsm.TargetLease && (n < 0 || n > maxLeaseID) {
+			return fsm.Compare{}, invalid("%svalue: lease %d is outside 0..%d (0 means none)", at, n, int64(maxLeaseID))
+		}
+		fc.Int = n
+	}
+	return fc, nil
+}
+
+// jsonInt reads an integer written as a JSON number (1, 1.0 and 1e3 count).
+func jsonInt(raw json.RawMessage) (int64, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] == '"' { // json.Number would accept "1"
+		return 0, false
+	}
+	var n json.Number
+	if err := json.Unmarshal(raw, &n); err != nil {
+		return 0, false
+	}
+	if i, err := n.Int64(); err == nil {
+		return i, true
+	}
+	f, err := n.Float64()
+	if err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+		return 0, false
+	}
+	return int64(f), true
+}
+
+func (s *Service) buildBranch(name string, ops []schema.TxnOp, getBudget int) ([]fsm.TxnOp, *schema.Error) {
+	if len(ops) > s.cfg.MaxTxnOps {
+		return nil, invalid("%s: %d operations, more than %d", name, len(ops), s.cfg.MaxTxnOps)
+	}
+	out := make([]fsm.TxnOp, 0, len(ops))
+	for i, op := range ops {
+		at := fmt.Sprintf("%s[%d].", name, i)
+		n := 0
+		for _, set := range []bool{op.Put != nil, op.Get != nil, op.Delete != nil} {
+			if set {
+				n++
+			}
+		}
+		if n != 1 {
+			return nil, invalid("%s: give exactly one of put, get and delete", at[:len(at)-1])
+		}
+		switch {
+		case op.Put != nil:
+			p := op.Put
+			fp, e := s.buildPut(at+"put.", p.Key, p.Value, p.Lease, p.TTL, p.PrevKV)
+			if e != nil {
+				return nil, e
+			}
+			out = append(out, fsm.TxnOp{Put: fp})
+		case op.Get != nil:
+			g := op.Get
+			q, e := s.buildGet(at+"get.", g.Key, g.Prefix, g.Limit, g.After, g.KeysOnly, g.CountOnly, maxTxnPrefixLimit)
+			if e != nil {
+				return nil, e
+			}
+			q.MaxBytes = getBudget
+			out = append(out, fsm.TxnOp{Get: &q})
+		case op.Delete != nil:
+			d := op.Delete
+			key, isPrefix, e := s.keyOrPrefix(at+"delete.", d.Key, d.Prefix)
+			if e != nil {
+				return nil, e
+			}
+			limit, e := checkLimit(at+"delete.", d.Limit, maxTxnPrefixLimit)
+			if e != nil {
+				return nil, e
+			}
+			out = append(out, fsm.TxnOp{Delete: &fsm.Delete{Key: key, IsPrefix: isPrefix, PrevKV: d.PrevKV, Limit: int64(limit)}})
+		}
+	}
+	return out, nil
+}
