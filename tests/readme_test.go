@@ -183,23 +183,7 @@ func TestReadmeQuickstart(t *testing.T) {
 	})
 	time.Sleep(200 * time.Millisecond)
 
-	for _, step := range requests.steps {
-		want := jsonLines(t, step.output)
-		if len(want) != 1 {
-			t.Fatalf("README step %q shows %d JSON replies, want 1", step.cmd, len(want))
-		}
-		out, err := shell(t, n.natsURL, step.cmd).Output()
-		if err != nil {
-			t.Fatalf("%s: %v", step.cmd, err)
-		}
-		var got any
-		if err := json.Unmarshal(bytes.TrimSpace(out), &got); err != nil {
-			t.Fatalf("%s printed %q: %v", step.cmd, out, err)
-		}
-		if err := sameJSON(want[0], got); err != nil {
-			t.Fatalf("%s\nREADME shows %s\ngot %s\n%v", step.cmd, step.output, out, err)
-		}
-	}
+	runReadmeRequests(t, n, requests)
 
 	// The lease expires 10 s after the keep-alive; the watcher then exits.
 	select {
@@ -228,6 +212,40 @@ func TestReadmeQuickstart(t *testing.T) {
 			t.Fatalf("watch output lacks header %q:\n%s", hdr, subOut.String())
 		}
 	}
+}
+
+// runReadmeRequests runs each "$ nats req" step of a block with the real
+// CLI and compares what it prints with the README.
+func runReadmeRequests(t *testing.T, n *node, block readmeBlock) {
+	t.Helper()
+	for _, step := range block.steps {
+		want := jsonLines(t, step.output)
+		if len(want) != 1 {
+			t.Fatalf("README step %q shows %d JSON replies, want 1", step.cmd, len(want))
+		}
+		out, err := shell(t, n.natsURL, step.cmd).Output()
+		if err != nil {
+			t.Fatalf("%s: %v", step.cmd, err)
+		}
+		var got any
+		if err := json.Unmarshal(bytes.TrimSpace(out), &got); err != nil {
+			t.Fatalf("%s printed %q: %v", step.cmd, out, err)
+		}
+		if err := sameJSON(want[0], got); err != nil {
+			t.Fatalf("%s\nREADME shows %s\ngot %s\n%v", step.cmd, step.output, out, err)
+		}
+	}
+}
+
+// The README's lock example: acquire, a second contender reads the
+// holder, the holder's lease releases.
+func TestReadmeLock(t *testing.T) {
+	natsCLI(t)
+	block := readmeBlocks(t)["lock"]
+	if len(block.steps) != 5 {
+		t.Fatalf("README lock block not found or changed shape: %d steps", len(block.steps))
+	}
+	runReadmeRequests(t, startNode(t, nodeOpts{}), block)
 }
 
 // lockedBuffer collects a process's output while the test reads it.
