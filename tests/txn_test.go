@@ -3,6 +3,7 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -283,5 +284,35 @@ func TestTxnAtomicAndOrdered(t *testing.T) {
 	c.fails(subjects.KVTxn, `{"success":[{"put":{"key":"t.q","value":1}},{"delete":{"prefix":"t.many.","limit":2}}]}`, schema.ErrTooLarge)
 	if c.revision() != before {
 		t.Fatal("an over-limit delete applied part of the transaction")
+	}
+}
+
+// The idempotency cache is replicated state: it survives kill -9 and a
+// restart from snapshot + log.
+func TestIdempotencySurvivesRestart(t *testing.T) {
+	n := startNode(t, nodeOpts{flags: []string{"--snapshot-threshold", "100", "--snapshot-interval", "200ms", "--trailing-logs", "10"}})
+	c := connect(t, n.natsURL)
+	req := `{"key":"idem.restart","value":"once","idempotency_key":"restart-1"}`
+	var first schema.KVPutReply
+	c.ok(subjects.KVPut, req, &first)
+	for i := 0; i < 300; i++ { // push the entry into a snapshot
+		c.put(fmt.Sprintf("idem.fill.%03d", i), i, 0)
+	}
+	checkFor(t, 10*time.Second, 100*time.Millisecond, func() error {
+		if snaps, _ := filepath.Glob(filepath.Join(n.dataDir, "snapshots", "*", "state.bin")); len(snaps) == 0 {
+			return fmt.Errorf("no snapshot yet")
+		}
+		return nil
+	})
+	n.kill()
+	n.restart()
+	c = connect(t, n.natsURL)
+	var again schema.KVPutReply
+	c.ok(subjects.KVPut, req, &again)
+	if again != first {
+		t.Fatalf("retry after restart = %+v, want the first reply %+v", again, first)
+	}
+	if kv := c.get(map[string]any{"key": "idem.restart"}).KVs[0]; kv.Version != 1 {
+		t.Fatalf("the retry applied again: version %d", kv.Version)
 	}
 }
