@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand"
 	"strings"
+
+	"github.com/concord-io/concord/schema"
 )
 
 // cmdGen produces a random but seeded stream of log entries that mixes every
@@ -248,26 +250,11 @@ func (g *cmdGen) compare(s *State) Compare {
 		}
 		return c
 	}
-	var n int64
+	var kv *schema.KeyValue
 	if len(kvs) > 0 {
-		kv := kvs[0]
-		switch c.Target {
-		case TargetExists:
-			n = 1
-		case TargetVersion:
-			n = kv.Version
-		case TargetCreateRevision:
-			n = kv.CreateRevision
-		case TargetModRevision:
-			n = kv.ModRevision
-		case TargetLease:
-			n = kv.Lease
-		case TargetTTL:
-			if kv.RemainingMS != nil {
-				n = *kv.RemainingMS / 1000
-			}
-		}
+		kv = &kvs[0]
 	}
+	n := modelInt(kv, c.Target)
 	if g.r.Intn(3) > 0 {
 		n += int64(g.r.Intn(3) - 1)
 	}

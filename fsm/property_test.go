@@ -359,25 +359,7 @@ func modelCompare(s *State, now int64, c Compare) bool {
 	case TargetField:
 		return compareJSON(c.Op, jsonPointer(value, c.Path), c.Value)
 	}
-	var n int64
-	if kv != nil {
-		switch c.Target {
-		case TargetExists:
-			n = 1
-		case TargetVersion:
-			n = kv.Version
-		case TargetCreateRevision:
-			n = kv.CreateRevision
-		case TargetModRevision:
-			n = kv.ModRevision
-		case TargetLease:
-			n = kv.Lease
-		case TargetTTL:
-			if kv.RemainingMS != nil {
-				n = *kv.RemainingMS / 1000
-			}
-		}
-	}
+	n := modelInt(kv, c.Target)
 	d := 1
 	switch {
 	case n < c.Int:
@@ -386,6 +368,31 @@ func modelCompare(s *State, now int64, c Compare) bool {
 		d = 2
 	}
 	return cmpTruth[c.Op][d]
+}
+
+// modelInt is the integer a compare target reads from a record seen
+// through the exported views (nil: the key is absent).
+func modelInt(kv *schema.KeyValue, target Target) int64 {
+	if kv == nil {
+		return 0
+	}
+	switch target {
+	case TargetExists:
+		return 1
+	case TargetVersion:
+		return kv.Version
+	case TargetCreateRevision:
+		return kv.CreateRevision
+	case TargetModRevision:
+		return kv.ModRevision
+	case TargetLease:
+		return kv.Lease
+	case TargetTTL:
+		if kv.RemainingMS != nil {
+			return *kv.RemainingMS / 1000
+		}
+	}
+	return 0
 }
 
 // idemModel is the test's own model of the idempotency cache: the keyed

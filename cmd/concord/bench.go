@@ -265,18 +265,17 @@ func pct(sorted []time.Duration, q float64) float64 {
 	return float64(sorted[i]) / float64(time.Millisecond)
 }
 
-// putMany attaches n keys to lease, spread over all clients.
-func (b *bencher) putMany(keyPrefix string, n int, lease int64) error {
+// spread runs f for k = 0..n-1, spread over all clients, and returns the
+// first error.
+func (b *bencher) spread(n int, f func(nc *nats.Conn, k int) error) error {
 	var wg sync.WaitGroup
 	var failed atomic.Value
-	value := b.value()
 	for c, nc := range b.conns {
 		wg.Add(1)
 		go func(c int, nc *nats.Conn) {
 			defer wg.Done()
 			for k := c; k < n; k += len(b.conns) {
-				req := map[string]any{"key": fmt.Sprintf("%s%06d", keyPrefix, k), "value": value, "lease": lease}
-				if err := call(nc, b.names.Request(subjects.KVPut), req, nil); err != nil {
+				if err := f(nc, k); err != nil {
 					failed.Store(err)
 					return
 				}
@@ -288,6 +287,15 @@ func (b *bencher) putMany(keyPrefix string, n int, lease int64) error {
 		return err
 	}
 	return nil
+}
+
+// putMany attaches n keys to lease, spread over all clients.
+func (b *bencher) putMany(keyPrefix string, n int, lease int64) error {
+	value := b.value()
+	return b.spread(n, func(nc *nats.Conn, k int) error {
+		req := map[string]any{"key": fmt.Sprintf("%s%06d", keyPrefix, k), "value": value, "lease": lease}
+		return call(nc, b.names.Request(subjects.KVPut), req, nil)
+	})
 }
 
 // revoke measures revoking one lease with many keys: the time to the reply,
@@ -382,29 +390,16 @@ func (b *bencher) expiry() (benchResult, error) {
 		return benchResult{}, err
 	}
 	sent := make([]time.Time, n)
-	var wg sync.WaitGroup
-	var failed atomic.Value
-	for c, nc := range b.conns {
-		wg.Add(1)
-		go func(c int, nc *nats.Conn) {
-			defer wg.Done()
-			for k := c; k < n; k += len(b.conns) {
-				sent[k] = time.Now()
-				var g schema.LeaseGrantReply
-				if err := call(nc, b.names.Request(subjects.LeaseGrant), schema.LeaseGrantRequest{TTL: b.cfg.expiryTTL}, &g); err != nil {
-					failed.Store(err)
-					return
-				}
-				req := map[string]any{"key": fmt.Sprintf("%s%06d", keyPrefix, k), "value": 1, "lease": g.ID}
-				if err := call(nc, b.names.Request(subjects.KVPut), req, nil); err != nil {
-					failed.Store(err)
-					return
-				}
-			}
-		}(c, nc)
-	}
-	wg.Wait()
-	if err, ok := failed.Load().(error); ok {
+	err = b.spread(n, func(nc *nats.Conn, k int) error {
+		sent[k] = time.Now()
+		var g schema.LeaseGrantReply
+		if err := call(nc, b.names.Request(subjects.LeaseGrant), schema.LeaseGrantRequest{TTL: b.cfg.expiryTTL}, &g); err != nil {
+			return err
+		}
+		req := map[string]any{"key": fmt.Sprintf("%s%06d", keyPrefix, k), "value": 1, "lease": g.ID}
+		return call(nc, b.names.Request(subjects.KVPut), req, nil)
+	})
+	if err != nil {
 		return benchResult{}, err
 	}
 	select {
