@@ -9,6 +9,10 @@ const (
 	ErrLeaseNotFound  = "lease_not_found"
 	ErrLeaseExists    = "lease_exists"
 	ErrLeaseConflict  = "lease_conflict"
+	// ErrNodeNotFound: a cluster request named a node that is not a member.
+	ErrNodeNotFound = "node_not_found"
+	// ErrClusterMismatch: a node of one cluster asked to join another.
+	ErrClusterMismatch = "cluster_mismatch"
 	// ErrIdempotencyConflict: an idempotency key reused for another request.
 	ErrIdempotencyConflict = "idempotency_conflict"
 	ErrCompacted           = "compacted"
@@ -34,6 +38,8 @@ var ErrorTable = []ErrorSpec{
 	{ErrInvalidRequest, 400, false, "the request is malformed; the description names the field"},
 	{ErrLeaseNotFound, 404, false, "the lease does not exist (never granted, expired or revoked)"},
 	{ErrLeaseExists, 409, false, "a grant asked for an id that is taken"},
+	{ErrNodeNotFound, 404, false, "the node is not a member of the cluster"},
+	{ErrClusterMismatch, 409, false, "the node belongs to another cluster"},
 	{ErrLeaseConflict, 409, false, "the key is attached to a different lease"},
 	{ErrIdempotencyConflict, 409, false, "the idempotency key was used for a different request"},
 	{ErrCompacted, 410, false, "the requested revision is below the compaction floor"},

@@ -13,11 +13,22 @@ import (
 	"testing"
 
 	"github.com/concord-io/concord/subjects"
+	"github.com/hashicorp/raft"
 )
 
 // wantNames is the wire contract's list of messages; a schema file more or
 // less is a change of the contract.
 var wantNames = []string{
+	"cluster.join.reply",
+	"cluster.join.request",
+	"cluster.node.info.reply",
+	"cluster.node.info.request",
+	"cluster.remove.reply",
+	"cluster.remove.request",
+	"cluster.snapshot.reply",
+	"cluster.snapshot.request",
+	"cluster.status.reply",
+	"cluster.status.request",
 	"error",
 	"event",
 	"kv.delete.reply",
@@ -42,26 +53,36 @@ var wantNames = []string{
 
 // goTypes maps each message to the Go type that carries it.
 var goTypes = map[string]any{
-	"error":                   ErrorReply{},
-	"event":                   Event{},
-	"kv.delete.reply":         KVDeleteReply{},
-	"kv.delete.request":       KVDeleteRequest{},
-	"kv.get.reply":            KVGetReply{},
-	"kv.get.request":          KVGetRequest{},
-	"kv.put.reply":            KVPutReply{},
-	"kv.put.request":          KVPutRequest{},
-	"kv.txn.reply":            KVTxnReply{},
-	"kv.txn.request":          KVTxnRequest{},
-	"lease.grant.reply":       LeaseGrantReply{},
-	"lease.grant.request":     LeaseGrantRequest{},
-	"lease.info.reply":        LeaseInfo{},
-	"lease.info.request":      LeaseInfoRequest{},
-	"lease.keepalive.reply":   LeaseKeepAliveReply{},
-	"lease.keepalive.request": LeaseKeepAliveRequest{},
-	"lease.list.reply":        LeaseListReply{},
-	"lease.list.request":      LeaseListRequest{},
-	"lease.revoke.reply":      LeaseRevokeReply{},
-	"lease.revoke.request":    LeaseRevokeRequest{},
+	"cluster.join.reply":        ClusterJoinReply{},
+	"cluster.join.request":      ClusterJoinRequest{},
+	"cluster.node.info.reply":   NodeInfo{},
+	"cluster.node.info.request": NodeInfoRequest{},
+	"cluster.remove.reply":      ClusterRemoveReply{},
+	"cluster.remove.request":    ClusterRemoveRequest{},
+	"cluster.snapshot.reply":    ClusterSnapshotReply{},
+	"cluster.snapshot.request":  ClusterSnapshotRequest{},
+	"cluster.status.reply":      ClusterStatusReply{},
+	"cluster.status.request":    ClusterStatusRequest{},
+	"error":                     ErrorReply{},
+	"event":                     Event{},
+	"kv.delete.reply":           KVDeleteReply{},
+	"kv.delete.request":         KVDeleteRequest{},
+	"kv.get.reply":              KVGetReply{},
+	"kv.get.request":            KVGetRequest{},
+	"kv.put.reply":              KVPutReply{},
+	"kv.put.request":            KVPutRequest{},
+	"kv.txn.reply":              KVTxnReply{},
+	"kv.txn.request":            KVTxnRequest{},
+	"lease.grant.reply":         LeaseGrantReply{},
+	"lease.grant.request":       LeaseGrantRequest{},
+	"lease.info.reply":          LeaseInfo{},
+	"lease.info.request":        LeaseInfoRequest{},
+	"lease.keepalive.reply":     LeaseKeepAliveReply{},
+	"lease.keepalive.request":   LeaseKeepAliveRequest{},
+	"lease.list.reply":          LeaseListReply{},
+	"lease.list.request":        LeaseListRequest{},
+	"lease.revoke.reply":        LeaseRevokeReply{},
+	"lease.revoke.request":      LeaseRevokeRequest{},
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -298,6 +319,12 @@ var txnDefs = map[string]any{
 	"txn_response": TxnResponse{},
 }
 
+// clusterDefs maps the cluster's shared definitions to their Go types.
+var clusterDefs = map[string]any{
+	"cluster_member": Member{},
+	"node_info":      NodeInfo{},
+}
+
 // TestRequiredMatchesGoTypes checks that each object schema lists exactly
 // the Go type's fields and requires exactly those serialised without
 // omitempty. It follows every struct-typed field into its schema, through
@@ -356,6 +383,7 @@ func TestRequiredMatchesGoTypes(t *testing.T) {
 	defs := rawDoc(t, "defs")["$defs"].(map[string]any)
 	named := map[string]any{"key_value": KeyValue{}, "lease_info": LeaseInfo{}}
 	maps.Copy(named, txnDefs)
+	maps.Copy(named, clusterDefs)
 	for def, v := range named {
 		obj, ok := defs[def].(map[string]any)
 		if !ok {
@@ -456,6 +484,40 @@ func sampleInfo(keys bool) LeaseInfo {
 	return li
 }
 
+// sampleClusterID and sampleHash are a cluster id and a state hash as the
+// server makes them: 8 random bytes and a SHA-256, in lowercase hex.
+const (
+	sampleClusterID = "9f86d081884c7d65"
+	sampleHash      = "3a6eb0790f39ac87c94f3856b2dd2c5d110e6811602261a9a923d3bb23adc8b7"
+)
+
+// sampleNode is the report of node id in a 3-node cluster that n1 leads
+// in term 3. Without a hash the followers trail the leader by one applied
+// entry; with one, every node has applied the same log and has its hash.
+func sampleNode(id string, hash bool) NodeInfo {
+	ni := NodeInfo{ID: id, ClusterID: sampleClusterID, State: "follower", Term: 3, Leader: "n1", LastIndex: 1850, CommitIndex: 1850, AppliedIndex: 1849, Revision: 1842}
+	if id == "n1" || hash {
+		ni.AppliedIndex, ni.Revision = 1850, 1843
+	}
+	if id == "n1" {
+		ni.State = "leader"
+	}
+	if hash {
+		ni.StateHash = sampleHash
+	}
+	return ni
+}
+
+// sampleMembers is the configuration of that cluster, n1, n2 and n3 on
+// loopback, all voters that answered.
+func sampleMembers(hash bool) []Member {
+	var out []Member
+	for i, id := range []string{"n1", "n2", "n3"} {
+		out = append(out, Member{ID: id, Address: fmt.Sprintf("127.0.0.1:%d", 7001+i), Suffrage: SuffrageVoter, Reachable: true, Node: ptr(sampleNode(id, hash))})
+	}
+	return out
+}
+
 // TestRoundTrip marshals fully populated replies and events from the Go
 // types and validates them, so that a field added to or renamed in a Go type
 // without its schema (or the reverse) fails here.
@@ -476,6 +538,20 @@ func TestRoundTrip(t *testing.T) {
 		{"event", Event{Type: EventDelete, Key: "svc.api.n2", Revision: 12, OpIndex: 1, ModRevision: 12, Lease: 1, Cause: CauseLeaseRevoked}},
 		{"error", ErrorReply{Error: Errorf(ErrLeaseNotFound, "lease %d not found", 7)}},
 		{"error", ErrorReply{Error: Errorf(ErrIdempotencyConflict, "idempotency key %q was used for a different request", "n1:req-1842")}},
+		{"error", ErrorReply{Error: Errorf(ErrNodeNotFound, "node %s is not a member", "n4")}},
+		{"error", ErrorReply{Error: Errorf(ErrClusterMismatch, "node %s belongs to cluster %s, not to this cluster %s", "n3", "0c4e1f2a9b7d3e58", sampleClusterID)}},
+		{"cluster.join.request", ClusterJoinRequest{ID: "n3", Address: "127.0.0.1:7003", ClusterID: sampleClusterID}},
+		// The service asks for no hashes on join and remove, but the value
+		// sets every field so that the schema is checked against all of them.
+		{"cluster.join.reply", ClusterJoinReply{ClusterID: sampleClusterID, Leader: "n1", Members: sampleMembers(true)}},
+		{"cluster.remove.request", ClusterRemoveRequest{ID: "n3"}},
+		{"cluster.remove.reply", ClusterRemoveReply{Members: sampleMembers(true)[:2]}},
+		{"cluster.status.request", ClusterStatusRequest{Hash: true}},
+		{"cluster.status.reply", ClusterStatusReply{ClusterID: sampleClusterID, Leader: "n1", Term: 3, Revision: 1843, Members: sampleMembers(true)}},
+		{"cluster.snapshot.request", ClusterSnapshotRequest{}},
+		{"cluster.snapshot.reply", ClusterSnapshotReply{Index: 1850}},
+		{"cluster.node.info.request", NodeInfoRequest{Hash: true}},
+		{"cluster.node.info.reply", sampleNode("n2", true)},
 		{"kv.txn.reply", sampleTxnReply()},
 		{"kv.txn.reply", KVTxnReply{Succeeded: false, Revision: 1843, Responses: []TxnResponse{
 			{Get: &KVGetReply{Revision: 1843, KVs: []KeyValue{sampleKV(true)}, Count: 1, More: true}},
@@ -725,10 +801,53 @@ func validExamples(t *testing.T) []example {
 		{"event", js(t, Event{Type: EventDelete, Key: key, Revision: 7, ModRevision: 7, Cause: CauseDelete})},
 		{"event", js(t, Event{Type: EventDelete, Key: key, Revision: 8, OpIndex: 3, ModRevision: 8, Lease: 1, Cause: CauseLeaseExpired})},
 		{"event", js(t, Event{Type: EventDelete, Key: key, Revision: 8, OpIndex: 4, ModRevision: 8, Lease: 2, Cause: CauseLeaseRevoked})},
+		// cluster.join
+		{"cluster.join.request", js(t, ClusterJoinRequest{ID: "n2", Address: "127.0.0.1:7002"})},
+		{"cluster.join.request", js(t, ClusterJoinRequest{ID: "n3", Address: "127.0.0.1:7003", ClusterID: sampleClusterID})},
+		{"cluster.join.request", js(t, ClusterJoinRequest{ID: "concord_node-3", Address: "[::1]:7003"})},
+		{"cluster.join.request", js(t, ClusterJoinRequest{ID: strings.Repeat("Z", 64), Address: "n3.concord.internal:7422", ClusterID: "0123456789abcdef"})},
+		{"cluster.join.reply", js(t, ClusterJoinReply{ClusterID: sampleClusterID, Leader: "n1", Members: sampleMembers(false)})},
+		{"cluster.join.reply", js(t, ClusterJoinReply{ClusterID: sampleClusterID, Leader: "n1", Members: []Member{
+			{ID: "n1", Address: "127.0.0.1:7001", Suffrage: SuffrageVoter, Reachable: true, Node: ptr(sampleNode("n1", false))},
+			{ID: "n2", Address: "127.0.0.1:7002", Suffrage: SuffrageVoter, Reachable: false},
+		}})},
+		// cluster.remove
+		{"cluster.remove.request", js(t, ClusterRemoveRequest{ID: "n3"})},
+		{"cluster.remove.reply", js(t, ClusterRemoveReply{Members: sampleMembers(false)[:2]})},
+		{"cluster.remove.reply", js(t, ClusterRemoveReply{Members: []Member{}})},
+		// cluster.status
+		{"cluster.status.request", js(t, ClusterStatusRequest{})},
+		{"cluster.status.request", js(t, ClusterStatusRequest{Hash: true})},
+		{"cluster.status.request", `{"hash":false}`},
+		{"cluster.status.reply", js(t, ClusterStatusReply{ClusterID: sampleClusterID, Leader: "n1", Term: 3, Revision: 1843, Members: sampleMembers(false)})},
+		{"cluster.status.reply", js(t, ClusterStatusReply{ClusterID: sampleClusterID, Leader: "n1", Term: 3, Revision: 1843, Members: sampleMembers(true)})},
+		{"cluster.status.reply", js(t, ClusterStatusReply{ClusterID: sampleClusterID, Leader: "n2", Term: 4, Revision: 1843, Members: []Member{ // after a failover: n1 down, n3 demoted
+			{ID: "n1", Address: "127.0.0.1:7001", Suffrage: SuffrageVoter, Reachable: false},
+			{ID: "n2", Address: "127.0.0.1:7002", Suffrage: SuffrageVoter, Reachable: true, Node: &NodeInfo{ID: "n2", ClusterID: sampleClusterID, State: "leader", Term: 4, Leader: "n2", LastIndex: 1851, CommitIndex: 1851, AppliedIndex: 1851, Revision: 1843}},
+			{ID: "n3", Address: "127.0.0.1:7003", Suffrage: SuffrageNonvoter, Reachable: true, Node: &NodeInfo{ID: "n3", ClusterID: sampleClusterID, State: "follower", Term: 4, Leader: "n2", LastIndex: 1851, CommitIndex: 1850, AppliedIndex: 1850, Revision: 1843}},
+		}})},
+		{"cluster.status.reply", js(t, ClusterStatusReply{ClusterID: sampleClusterID, Leader: "n1", Term: 1, Revision: 0, Members: []Member{ // a fresh single node
+			{ID: "n1", Address: "127.0.0.1:7001", Suffrage: SuffrageVoter, Reachable: true, Node: &NodeInfo{ID: "n1", ClusterID: sampleClusterID, State: "leader", Term: 1, Leader: "n1", LastIndex: 1, CommitIndex: 1, AppliedIndex: 1}},
+		}})},
+		// cluster.snapshot
+		{"cluster.snapshot.request", js(t, ClusterSnapshotRequest{})},
+		{"cluster.snapshot.request", ` { } `},
+		{"cluster.snapshot.reply", js(t, ClusterSnapshotReply{Index: 1850})},
+		{"cluster.snapshot.reply", js(t, ClusterSnapshotReply{Index: 1})},
+		// cluster.node.<id>.info
+		{"cluster.node.info.request", js(t, NodeInfoRequest{})},
+		{"cluster.node.info.request", js(t, NodeInfoRequest{Hash: true})},
+		{"cluster.node.info.reply", js(t, sampleNode("n2", false))},
+		{"cluster.node.info.reply", js(t, sampleNode("n1", true))},
+		{"cluster.node.info.reply", js(t, NodeInfo{ID: "n3", ClusterID: sampleClusterID, State: "candidate", Term: 5, Leader: "", LastIndex: 1851, CommitIndex: 1851, AppliedIndex: 1851, Revision: 1843})},
+		{"cluster.node.info.reply", js(t, NodeInfo{ID: "n3", ClusterID: sampleClusterID, State: "shutdown", Term: 5, Leader: "", LastIndex: 1851, CommitIndex: 1850, AppliedIndex: 1850, Revision: 1843, StateHash: sampleHash})},
+		{"cluster.node.info.reply", js(t, NodeInfo{ID: "n4", State: "follower"})}, // a new node before it joined
 		// error
 		{"error", `{"error":{"code":404,"name":"lease_not_found","description":"lease 7 not found"}}`},
 		{"error", js(t, ErrorReply{Error: Errorf(ErrInvalidRequest, "ttl: must be at least 1")})},
 		{"error", js(t, ErrorReply{Error: Errorf(ErrNotLeader, "not the leader")})},
+		{"error", js(t, ErrorReply{Error: Errorf(ErrNodeNotFound, "node n4 is not a member")})},
+		{"error", js(t, ErrorReply{Error: Errorf(ErrClusterMismatch, "node n3 belongs to cluster 0c4e1f2a9b7d3e58")})},
 	}
 }
 
@@ -956,6 +1075,94 @@ func invalidExamples() []example {
 		{"event", `{"type":"put","key":"a","value":1,"revision":1,"op_index":-1,"create_revision":1,"mod_revision":1,"version":1,"lease":0,"cause":"put"}`},
 		{"event", `{"type":"put","key":"a b","value":1,"revision":1,"op_index":0,"create_revision":1,"mod_revision":1,"version":1,"lease":0,"cause":"put"}`},
 		{"event", `{"type":"put","key":"a","value":1,"revision":1,"op_index":0,"create_revision":1,"mod_revision":1,"version":1,"lease":0,"cause":"put","prev":1}`},
+		// cluster.join request
+		{"cluster.join.request", `{}`},                                                                  // missing id and address
+		{"cluster.join.request", `{"id":"n2"}`},                                                         // missing address
+		{"cluster.join.request", `{"address":"127.0.0.1:7002"}`},                                        // missing id
+		{"cluster.join.request", `{"id":"n.2","address":"127.0.0.1:7002"}`},                             // a dot in the id
+		{"cluster.join.request", `{"id":"n 2","address":"127.0.0.1:7002"}`},                             // a space in the id
+		{"cluster.join.request", `{"id":"","address":"127.0.0.1:7002"}`},                                // empty id
+		{"cluster.join.request", `{"id":"` + strings.Repeat("n", 65) + `","address":"127.0.0.1:7002"}`}, // id too long
+		{"cluster.join.request", `{"id":"n*","address":"127.0.0.1:7002"}`},                              // wildcard in the id
+		{"cluster.join.request", `{"id":2,"address":"127.0.0.1:7002"}`},                                 // wrong type
+		{"cluster.join.request", `{"id":"n2","address":""}`},                                            // empty address
+		{"cluster.join.request", `{"id":"n2","address":"127.0.0.1"}`},                                   // no port
+		{"cluster.join.request", `{"id":"n2","address":"127.0.0.1:7002","cluster_id":""}`},              // empty cluster id (omitted when none)
+		{"cluster.join.request", `{"id":"n2","address":"127.0.0.1:7002","cluster_id":"9F86D081884C7D65"}`},
+		{"cluster.join.request", `{"id":"n2","address":"127.0.0.1:7002","cluster_id":"9f86d081884c7d6"}`},
+		{"cluster.join.request", `{"id":"n2","address":"127.0.0.1:7002","cluster_id":"9f86d081884c7d65a"}`},
+		{"cluster.join.request", `{"id":"n2","address":"127.0.0.1:7002","cluster_id":"9f86d081884c7d6g"}`},
+		{"cluster.join.request", `{"id":"n2","address":"127.0.0.1:7002","suffrage":"voter"}`}, // unknown field
+		{"cluster.join.request", `[{"id":"n2","address":"127.0.0.1:7002"}]`},
+		// cluster.join reply
+		{"cluster.join.reply", `{"leader":"n1","members":[{"id":"n1","address":"127.0.0.1:7001","suffrage":"voter","reachable":false}]}`},                               // missing cluster_id
+		{"cluster.join.reply", `{"cluster_id":"","leader":"n1","members":[{"id":"n1","address":"127.0.0.1:7001","suffrage":"voter","reachable":false}]}`},               // empty cluster_id
+		{"cluster.join.reply", `{"cluster_id":"9f86d081884c7d65","leader":"","members":[{"id":"n1","address":"127.0.0.1:7001","suffrage":"voter","reachable":false}]}`}, // the leader answers
+		{"cluster.join.reply", `{"cluster_id":"9f86d081884c7d65","leader":"n1","members":[]}`},                                                                          // no members
+		{"cluster.join.reply", `{"cluster_id":"9f86d081884c7d65","leader":"n1"}`},                                                                                       // missing members
+		{"cluster.join.reply", `{"cluster_id":"9f86d081884c7d65","leader":"n1","members":[{"id":"n1","address":"127.0.0.1:7001","suffrage":"learner","reachable":false}]}`},
+		{"cluster.join.reply", `{"cluster_id":"9f86d081884c7d65","leader":"n1","members":[{"id":"n1","address":"127.0.0.1:7001","suffrage":"voter"}]}`},                                                                                                                                                                                // missing reachable
+		{"cluster.join.reply", `{"cluster_id":"9f86d081884c7d65","leader":"n1","members":[{"id":"n1","suffrage":"voter","reachable":false}]}`},                                                                                                                                                                                         // missing address
+		{"cluster.join.reply", `{"cluster_id":"9f86d081884c7d65","leader":"n1","members":[{"id":"n1","address":"127.0.0.1:7001","suffrage":"voter","reachable":true}]}`},                                                                                                                                                               // reachable without a report
+		{"cluster.join.reply", `{"cluster_id":"9f86d081884c7d65","leader":"n1","members":[{"id":"n1","address":"127.0.0.1:7001","suffrage":"voter","reachable":false,"node":{"id":"n1","cluster_id":"9f86d081884c7d65","state":"leader","term":2,"leader":"n1","last_index":12,"commit_index":12,"applied_index":12,"revision":4}}]}`}, // a report from an unreachable member
+		{"cluster.join.reply", `{"cluster_id":"9f86d081884c7d65","leader":"n1","members":[{"id":"n1","address":"127.0.0.1:7001","suffrage":"voter","reachable":false,"raft":"x"}]}`},                                                                                                                                                   // unknown field in a member
+		{"cluster.join.reply", `{"cluster_id":"9f86d081884c7d65","leader":"n1","members":[{"id":"n1","address":"127.0.0.1:7001","suffrage":"voter","reachable":false}],"term":2}`},                                                                                                                                                     // unknown field
+		// cluster.remove
+		{"cluster.remove.request", `{}`},                       // missing id
+		{"cluster.remove.request", `{"id":"n1.x"}`},            // a dot in the id
+		{"cluster.remove.request", `{"id":" n1"}`},             // a space in the id
+		{"cluster.remove.request", `{"id":"n1","force":true}`}, // unknown field
+		{"cluster.remove.request", `{"id":null}`},
+		{"cluster.remove.reply", `{}`}, // missing members
+		{"cluster.remove.reply", `{"members":null}`},
+		{"cluster.remove.reply", `{"members":[{"id":"n 2","address":"127.0.0.1:7002","suffrage":"voter","reachable":false}]}`}, // a space in a member id
+		{"cluster.remove.reply", `{"members":[],"removed":"n3"}`},                                                              // unknown field
+		// cluster.status
+		{"cluster.status.request", `{"hash":"yes"}`},
+		{"cluster.status.request", `{"hash":null}`},
+		{"cluster.status.request", `{"verbose":true}`}, // unknown field
+		{"cluster.status.request", `[]`},
+		{"cluster.status.reply", `{"cluster_id":"9f86d081884c7d65","leader":"n1","term":3,"revision":1843,"members":[{"id":"n1","address":"127.0.0.1:7001","suffrage":"voter","reachable":true,"node":{"id":"n1","cluster_id":"9f86d081884c7d65","state":"observer","term":3,"leader":"n1","last_index":1850,"commit_index":1850,"applied_index":1850,"revision":1843}}]}`},                                                                               // unknown state
+		{"cluster.status.reply", `{"cluster_id":"9f86d081884c7d65","leader":"n1","term":3,"revision":1843,"members":[{"id":"n1","address":"127.0.0.1:7001","suffrage":"voter","reachable":true,"node":{"id":"n1","cluster_id":"9f86d081884c7d65","state":"leader","term":3,"leader":"n1","last_index":1850,"commit_index":1850,"applied_index":1850,"revision":1843,"state_hash":"3a6eb0790f39ac87"}}]}`},                                                 // short hash
+		{"cluster.status.reply", `{"cluster_id":"9f86d081884c7d65","leader":"n1","term":3,"revision":1843,"members":[{"id":"n1","address":"127.0.0.1:7001","suffrage":"voter","reachable":true,"node":{"id":"n1","cluster_id":"9f86d081884c7d65","state":"leader","term":3,"leader":"n1","last_index":1850,"commit_index":1850,"applied_index":1850,"revision":1843,"state_hash":"3A6EB0790F39AC87C94F3856B2DD2C5D110E6811602261A9A923D3BB23ADC8B7"}}]}`}, // uppercase hash
+		{"cluster.status.reply", `{"cluster_id":"9f86d081884c7d65","leader":"n1","term":3,"revision":1843,"members":[{"id":"n1","address":"127.0.0.1:7001","suffrage":"voter","reachable":true,"node":{"id":"n1","cluster_id":"9f86d081884c7d65","state":"leader","term":3,"leader":"n1","last_index":1850,"commit_index":1850,"applied_index":1850,"revision":1843,"state_hash":""}}]}`},                                                                 // empty hash (omitted when not asked for)
+		{"cluster.status.reply", `{"cluster_id":"9f86d081884c7d65","leader":"n1","term":3,"revision":1843,"members":[{"id":"n1","address":"127.0.0.1:7001","suffrage":"voter","reachable":true,"node":{"id":"n1","cluster_id":"9f86d081884c7d65","state":"leader","term":3,"leader":"n1","last_index":1850,"commit_index":1850,"revision":1843}}]}`},                                                                                                      // report without applied_index
+		{"cluster.status.reply", `{"cluster_id":"9f86d081884c7d65","leader":"n1","term":3,"revision":1843,"members":[{"id":"n1","address":"127.0.0.1:7001","suffrage":"voter","reachable":true,"node":{"id":"n1","cluster_id":"9f86d081884c7d65","state":"leader","term":3,"leader":"n1","last_index":1850,"commit_index":1850,"applied_index":1850,"revision":1843,"lag":0}}]}`},                                                                         // unknown field in a report
+		{"cluster.status.reply", `{"cluster_id":"9f86d081884c7d65","leader":"n1","term":3,"revision":1843,"members":[{"id":"n1","address":"127.0.0.1:7001","suffrage":"voter","reachable":true,"node":{"id":"n1","cluster_id":"9f86d081884c7d65","state":"leader","term":3,"leader":"n.1","last_index":1850,"commit_index":1850,"applied_index":1850,"revision":1843}}]}`},                                                                                // a dot in the leader's id
+		{"cluster.status.reply", `{"cluster_id":"9f86d081884c7d65","leader":"n1","term":3,"revision":1843,"members":[{"id":"n1","address":"127.0.0.1:7001","suffrage":"voter","reachable":true,"node":{"id":"n1","cluster_id":"9f86d081884c7d65","state":"leader","term":3,"leader":"n1","last_index":-1,"commit_index":1850,"applied_index":1850,"revision":1843}}]}`},                                                                                   // negative index
+		{"cluster.status.reply", `{"cluster_id":"9f86d081884c7d65","leader":"n1","term":-1,"revision":1843,"members":[{"id":"n1","address":"127.0.0.1:7001","suffrage":"voter","reachable":false}]}`},                                                                                                                                                                                                                                                     // negative term
+		{"cluster.status.reply", `{"cluster_id":"9f86d081884c7d65","leader":"n1","term":1.5,"revision":1843,"members":[{"id":"n1","address":"127.0.0.1:7001","suffrage":"voter","reachable":false}]}`},                                                                                                                                                                                                                                                    // fractional term
+		{"cluster.status.reply", `{"cluster_id":"9f86d081884c7d65","leader":"n1","revision":1843,"members":[{"id":"n1","address":"127.0.0.1:7001","suffrage":"voter","reachable":false}]}`},                                                                                                                                                                                                                                                               // missing term
+		{"cluster.status.reply", `{"cluster_id":"9f86d081884c7d65","leader":"n1","term":3,"members":[{"id":"n1","address":"127.0.0.1:7001","suffrage":"voter","reachable":false}]}`},                                                                                                                                                                                                                                                                      // missing revision
+		{"cluster.status.reply", `{"cluster_id":"9f86d081884c7d65","leader":"n1","term":3,"revision":1843,"members":[{"id":"n1","address":"127.0.0.1:7001","suffrage":"voter","reachable":false}],"commit_index":1850}`},                                                                                                                                                                                                                                  // unknown field
+		// cluster.snapshot
+		{"cluster.snapshot.request", `{"force":true}`}, // unknown field
+		{"cluster.snapshot.request", `null`},
+		{"cluster.snapshot.request", `[]`},
+		{"cluster.snapshot.reply", `{}`},          // missing index
+		{"cluster.snapshot.reply", `{"index":0}`}, // a snapshot covers at least one entry
+		{"cluster.snapshot.reply", `{"index":-1}`},
+		{"cluster.snapshot.reply", `{"index":"1850"}`},
+		{"cluster.snapshot.reply", `{"index":1850,"term":3}`}, // unknown field
+		// cluster.node.<id>.info
+		{"cluster.node.info.request", `{"hash":1}`},
+		{"cluster.node.info.request", `{"id":"n1"}`}, // unknown field: the id is in the subject
+		{"cluster.node.info.reply", `{"id":"n1","cluster_id":"9f86d081884c7d65","state":"Leader","term":3,"leader":"n1","last_index":1850,"commit_index":1850,"applied_index":1850,"revision":1843}`},                                        // raft's spelling, not lowercased
+		{"cluster.node.info.reply", `{"id":"n1","cluster_id":"9f86d081884c7d65","state":"unknown","term":3,"leader":"n1","last_index":1850,"commit_index":1850,"applied_index":1850,"revision":1843}`},                                       // unknown state
+		{"cluster.node.info.reply", `{"id":"n1","cluster_id":"9f86d081884c7d65","state":"leader","term":3,"leader":null,"last_index":1850,"commit_index":1850,"applied_index":1850,"revision":1843}`},                                        // leader null, not ""
+		{"cluster.node.info.reply", `{"id":"n1","cluster_id":"9f86d081884c7d65","state":"leader","term":3,"last_index":1850,"commit_index":1850,"applied_index":1850,"revision":1843}`},                                                      // missing leader
+		{"cluster.node.info.reply", `{"id":"n1","cluster_id":"9f86d081884c7d65","state":"leader","term":3,"leader":"n1 ","last_index":1850,"commit_index":1850,"applied_index":1850,"revision":1843}`},                                       // a space in the leader's id
+		{"cluster.node.info.reply", `{"id":"n1.a","cluster_id":"9f86d081884c7d65","state":"leader","term":3,"leader":"n1","last_index":1850,"commit_index":1850,"applied_index":1850,"revision":1843}`},                                      // a dot in the id
+		{"cluster.node.info.reply", `{"cluster_id":"9f86d081884c7d65","state":"leader","term":3,"leader":"n1","last_index":1850,"commit_index":1850,"applied_index":1850,"revision":1843}`},                                                  // missing id
+		{"cluster.node.info.reply", `{"id":"n1","cluster_id":"9f86d081884c7d65","state":"leader","term":3,"leader":"n1","last_index":1850,"commit_index":1850,"applied_index":1850,"revision":1843,"state_hash":"` + sampleHash[:63] + `"}`}, // short hash
+		{"cluster.node.info.reply", `{"id":"n1","cluster_id":"9f86d081884c7d65","state":"leader","term":3,"leader":"n1","last_index":1850,"commit_index":1850,"applied_index":1850,"revision":1843,"state_hash":"` + sampleHash + `0"}`},     // long hash
+		{"cluster.node.info.reply", `{"id":"n1","cluster_id":"9f86d081884c7d65","state":"leader","term":3,"leader":"n1","last_index":1850,"commit_index":1850,"applied_index":1850,"revision":1843,"state_hash":"sha256:` + sampleHash[:57] + `"}`},
+		{"cluster.node.info.reply", `{"id":"n1","cluster_id":"9f86d081884c7d65","state":"leader","term":3,"leader":"n1","last_index":1850,"commit_index":1850,"applied_index":1850,"revision":-1}`},         // negative revision
+		{"cluster.node.info.reply", `{"id":"n1","cluster_id":"9f86d081884c7d65","state":"leader","term":3,"leader":"n1","last_index":1850,"commit_index":1850,"applied_index":1850,"revision":1843,"x":1}`}, // unknown field
+		{"cluster.node.info.reply", `{"id":"n1","state":"leader","term":3,"leader":"n1","last_index":1850,"commit_index":1850,"applied_index":1850,"revision":1843}`},                                       // missing cluster_id
+		{"cluster.node.info.reply", `{"id":"n1","cluster_id":null,"state":"follower","term":0,"leader":"","last_index":0,"commit_index":0,"applied_index":0,"revision":0}`},                                 // cluster_id null, not ""
+		{"cluster.node.info.reply", `{"id":"n1","cluster_id":"9f86d081884c7d6","state":"leader","term":3,"leader":"n1","last_index":1850,"commit_index":1850,"applied_index":1850,"revision":1843}`},        // short cluster_id
+		{"cluster.node.info.reply", `{"id":"n1","cluster_id":"9F86D081884C7D65","state":"leader","term":3,"leader":"n1","last_index":1850,"commit_index":1850,"applied_index":1850,"revision":1843}`},       // uppercase cluster_id
 		// error
 		{"error", `{"code":404,"name":"lease_not_found","description":"x"}`},                         // not wrapped
 		{"error", `{"error":{"code":404,"name":"lease_not_found"}}`},                                 // missing description
@@ -966,6 +1173,8 @@ func invalidExamples() []example {
 		{"error", `{"error":{"code":404,"name":"lease_not_found","description":"x"},"request":"a"}`}, // unknown field
 		{"error", `{"error":null}`},
 		{"error", `{"error":{"code":400,"name":"idempotency_conflict","description":"x"}}`}, // code does not match name
+		{"error", `{"error":{"code":409,"name":"node_not_found","description":"x"}}`},       // code does not match name
+		{"error", `{"error":{"code":404,"name":"cluster_mismatch","description":"x"}}`},     // code does not match name
 	}
 }
 
@@ -1020,6 +1229,54 @@ func TestKeyRulesMatchSubjects(t *testing.T) {
 		if err := Validate("kv.get.request", []byte(doc)); (err == nil) != (prefixErr == nil) {
 			t.Errorf("prefix %q: schema valid=%v, subjects.ValidatePrefix: %v", k, err == nil, prefixErr)
 		}
+	}
+}
+
+// TestNodeIDRulesMatchSubjects checks the schema's node id pattern against
+// subjects.ValidateNodeID, which the server uses, where an id is required
+// (cluster.remove.request) and where "" means none (a report's leader).
+func TestNodeIDRulesMatchSubjects(t *testing.T) {
+	var candidates []string
+	for c := 0; c < 128; c++ {
+		ch := string(rune(c))
+		candidates = append(candidates, ch, "n"+ch, ch+"1", "n"+ch+"1")
+	}
+	candidates = append(candidates, "", "n1", "\u00e9", "n\u00e9", "n1\n", strings.Repeat("x", 63), strings.Repeat("x", 64), strings.Repeat("x", 65))
+	for _, id := range candidates {
+		idErr := subjects.ValidateNodeID(id)
+		doc := js(t, ClusterRemoveRequest{ID: id})
+		if err := Validate("cluster.remove.request", []byte(doc)); (err == nil) != (idErr == nil) {
+			t.Errorf("id %q: schema valid=%v, subjects.ValidateNodeID: %v", id, err == nil, idErr)
+		}
+		doc = js(t, NodeInfo{ID: "n1", State: "follower", Leader: id})
+		if err := Validate("cluster.node.info.reply", []byte(doc)); (err == nil) != (idErr == nil || id == "") {
+			t.Errorf("leader %q: schema valid=%v, subjects.ValidateNodeID: %v", id, err == nil, idErr)
+		}
+	}
+}
+
+// TestClusterEnumsMatchGo checks the suffrage enum against the Go constants
+// and the state enum against the states of hashicorp/raft in lower case, as
+// the server spells them.
+func TestClusterEnumsMatchGo(t *testing.T) {
+	defs := rawDoc(t, "defs")["$defs"].(map[string]any)
+	enum := func(def, prop string) []string {
+		props := defs[def].(map[string]any)["properties"].(map[string]any)
+		var out []string
+		for _, v := range props[prop].(map[string]any)["enum"].([]any) {
+			out = append(out, v.(string))
+		}
+		return out
+	}
+	if got, want := enum("cluster_member", "suffrage"), []string{SuffrageVoter, SuffrageNonvoter}; !slices.Equal(got, want) {
+		t.Errorf("cluster_member suffrages %q, Go constants %q", got, want)
+	}
+	var states []string
+	for _, st := range []raft.RaftState{raft.Leader, raft.Follower, raft.Candidate, raft.Shutdown} {
+		states = append(states, strings.ToLower(st.String()))
+	}
+	if got := enum("node_info", "state"); !slices.Equal(got, states) {
+		t.Errorf("node_info states %q, raft states %q", got, states)
 	}
 }
 

@@ -33,10 +33,40 @@ const (
 	KVGet          Endpoint = "kv.get"
 	KVDelete       Endpoint = "kv.delete"
 	KVTxn          Endpoint = "kv.txn"
+
+	ClusterJoin     Endpoint = "cluster.join"
+	ClusterRemove   Endpoint = "cluster.remove"
+	ClusterStatus   Endpoint = "cluster.status"
+	ClusterSnapshot Endpoint = "cluster.snapshot"
 )
 
 // Endpoints lists every request endpoint in a stable order.
-var Endpoints = []Endpoint{LeaseGrant, LeaseKeepAlive, LeaseRevoke, LeaseInfo, LeaseList, KVPut, KVGet, KVDelete, KVTxn}
+var Endpoints = []Endpoint{LeaseGrant, LeaseKeepAlive, LeaseRevoke, LeaseInfo, LeaseList, KVPut, KVGet, KVDelete, KVTxn,
+	ClusterJoin, ClusterRemove, ClusterStatus, ClusterSnapshot}
+
+// Nodes returns the subject every node answers with its own information,
+// leader or not; a request gets the first answer. Starting nodes use it to
+// see which cluster the bus serves.
+func (n Names) Nodes() string { return n.prefix + ".cluster.nodes" }
+
+// NodeInfo returns the subject on which node id answers for itself; every
+// node serves it, leader or not.
+func (n Names) NodeInfo(id string) string { return n.prefix + ".cluster.node." + id + ".info" }
+
+// ValidateNodeID checks that a node id is one subject token of letters,
+// digits, '-' and '_', so it can name the node's own subject.
+func ValidateNodeID(id string) error {
+	if id == "" || len(id) > 64 {
+		return fmt.Errorf("node id %q: 1 to 64 characters", id)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return fmt.Errorf("node id %q: only letters, digits, '-' and '_'", id)
+		}
+	}
+	return nil
+}
 
 // Names builds subjects under one prefix.
 type Names struct {
