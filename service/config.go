@@ -19,10 +19,29 @@ type Config struct {
 	// RaftAddr is the TCP address Raft listens on and advertises.
 	RaftAddr string
 
+	// Bootstrap makes a node with no state start a new cluster; Join makes
+	// it ask the cluster on the bus to add it. With neither, a node with no
+	// state bootstraps a single-node cluster.
+	Bootstrap bool
+	Join      bool
+
+	// RaftHeartbeatTimeout, RaftElectionTimeout and RaftLeaderLeaseTimeout
+	// tune failure detection (hashicorp/raft's settings of those names).
+	RaftHeartbeatTimeout   time.Duration
+	RaftElectionTimeout    time.Duration
+	RaftLeaderLeaseTimeout time.Duration
+
 	// NATSURL connects to an external NATS; empty embeds a server.
 	NATSURL string
+	// NATSAuth holds credentials for an external NATS.
+	NATSAuth NATSAuth
 	// NATSListen is the embedded server's client address.
 	NATSListen string
+	// NATSClusterListen, when set, makes the embedded server a member of a
+	// NATS cluster listening for routes there; NATSRoutes are its peers'
+	// route URLs (nats://host:port).
+	NATSClusterListen string
+	NATSRoutes        []string
 	// SubjectPrefix is the first token(s) of every subject.
 	SubjectPrefix string
 
@@ -59,8 +78,26 @@ type Config struct {
 	IdempotencyEntries   int64
 	IdempotencyRevisions int64
 
+	// FaultFile is for tests: a JSON file {"block": [raft addresses]} that
+	// the node polls and whose peers it cuts off at the Raft transport.
+	FaultFile string
+
 	// Logger receives the node's logs; nil uses slog.Default().
 	Logger *slog.Logger
+}
+
+// NATSAuth is how a node authenticates to an external NATS: any that
+// nats.go supports.
+type NATSAuth struct {
+	CredsFile string // a .creds file (JWT and nkey seed)
+	NkeyFile  string // a file holding an nkey seed
+	User      string
+	Password  string
+	Token     string
+	// TLS: a client certificate and key, and the CA that signed the server's.
+	TLSCert string
+	TLSKey  string
+	TLSCA   string
 }
 
 // Built-in limits that are not flags.
@@ -77,29 +114,32 @@ const (
 // DefaultConfig returns the configuration of `concord serve` with no flags.
 func DefaultConfig() Config {
 	return Config{
-		NodeID:               "n1",
-		DataDir:              "concord-data",
-		RaftAddr:             "127.0.0.1:7422",
-		NATSListen:           "127.0.0.1:4222",
-		SubjectPrefix:        subjects.DefaultPrefix,
-		TickInterval:         time.Second,
-		ExpireBatch:          50,
-		ApplyTimeout:         5 * time.Second,
-		MaxInflight:          4096,
-		SnapshotThreshold:    8192,
-		SnapshotInterval:     30 * time.Second,
-		TrailingLogs:         10240,
-		MinTTL:               1,
-		MaxKeyBytes:          subjects.MaxKeyBytes,
-		MaxValueBytes:        1 << 20,
-		MaxMetadataBytes:     8 << 10,
-		MaxLeases:            100_000,
-		MaxKeysPerLease:      10_000,
-		MaxTxnCompares:       64,
-		MaxTxnOps:            128,
-		MaxTxnBytes:          1 << 20,
-		IdempotencyEntries:   100_000,
-		IdempotencyRevisions: 10_000,
+		NodeID:                 "n1",
+		DataDir:                "concord-data",
+		RaftAddr:               "127.0.0.1:7422",
+		NATSListen:             "127.0.0.1:4222",
+		SubjectPrefix:          subjects.DefaultPrefix,
+		TickInterval:           time.Second,
+		ExpireBatch:            50,
+		ApplyTimeout:           5 * time.Second,
+		MaxInflight:            4096,
+		SnapshotThreshold:      8192,
+		SnapshotInterval:       30 * time.Second,
+		TrailingLogs:           10240,
+		MinTTL:                 1,
+		MaxKeyBytes:            subjects.MaxKeyBytes,
+		MaxValueBytes:          1 << 20,
+		MaxMetadataBytes:       8 << 10,
+		MaxLeases:              100_000,
+		MaxKeysPerLease:        10_000,
+		MaxTxnCompares:         64,
+		MaxTxnOps:              128,
+		MaxTxnBytes:            1 << 20,
+		IdempotencyEntries:     100_000,
+		IdempotencyRevisions:   10_000,
+		RaftHeartbeatTimeout:   500 * time.Millisecond,
+		RaftElectionTimeout:    500 * time.Millisecond,
+		RaftLeaderLeaseTimeout: 250 * time.Millisecond,
 	}
 }
 
@@ -166,6 +206,15 @@ func (c *Config) fillDefaults() {
 	if c.MaxTxnBytes == 0 {
 		c.MaxTxnBytes = d.MaxTxnBytes
 	}
+	if c.RaftHeartbeatTimeout == 0 {
+		c.RaftHeartbeatTimeout = d.RaftHeartbeatTimeout
+	}
+	if c.RaftElectionTimeout == 0 {
+		c.RaftElectionTimeout = d.RaftElectionTimeout
+	}
+	if c.RaftLeaderLeaseTimeout == 0 {
+		c.RaftLeaderLeaseTimeout = d.RaftLeaderLeaseTimeout
+	}
 	if c.IdempotencyEntries == 0 {
 		c.IdempotencyEntries = d.IdempotencyEntries
 	}
@@ -200,6 +249,15 @@ func (c *Config) validate() error {
 	}
 	if _, err := subjects.New(c.SubjectPrefix); err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if err := subjects.ValidateNodeID(c.NodeID); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if c.Bootstrap && c.Join {
+		return fmt.Errorf("%w: --bootstrap and --join exclude each other", ErrConfig)
+	}
+	if c.NATSURL != "" && (c.NATSClusterListen != "" || len(c.NATSRoutes) > 0) {
+		return fmt.Errorf("%w: NATS cluster and route settings are for the embedded server, not with --nats-url", ErrConfig)
 	}
 	return nil
 }

@@ -33,6 +33,11 @@ func (s *Service) handlers() map[subjects.Endpoint]handlerFunc {
 		subjects.KVGet:          s.handleGet,
 		subjects.KVDelete:       s.handleDelete,
 		subjects.KVTxn:          s.handleTxn,
+
+		subjects.ClusterJoin:     s.handleJoin,
+		subjects.ClusterRemove:   s.handleRemove,
+		subjects.ClusterStatus:   s.handleStatus,
+		subjects.ClusterSnapshot: s.handleSnapshot,
 	}
 }
 

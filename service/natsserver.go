@@ -5,9 +5,11 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 )
 
 // payloadHeadroom is what an envelope (key, revisions, headers) may add to
@@ -37,6 +39,23 @@ func startEmbeddedNATS(cfg *Config, log *slog.Logger) (*server.Server, error) {
 		NoSigs:     true,
 		MaxPayload: int32(maxPayload),
 		MaxPending: int64(max(64<<20, 4*maxPayload)),
+	}
+	if cfg.NATSClusterListen != "" {
+		chost, cportStr, err := net.SplitHostPort(cfg.NATSClusterListen)
+		if err != nil {
+			return nil, fmt.Errorf("nats cluster address %q: %w", cfg.NATSClusterListen, err)
+		}
+		cport, err := strconv.Atoi(cportStr)
+		if err != nil {
+			return nil, fmt.Errorf("nats cluster port %q: %w", cportStr, err)
+		}
+		opts.Cluster = server.ClusterOpts{Name: "concord", Host: chost, Port: cport}
+	}
+	if len(cfg.NATSRoutes) > 0 {
+		opts.Routes = server.RoutesFromStr(strings.Join(cfg.NATSRoutes, ","))
+		if len(opts.Routes) != len(cfg.NATSRoutes) {
+			return nil, fmt.Errorf("nats routes %q: not all are URLs", cfg.NATSRoutes)
+		}
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
@@ -85,4 +104,32 @@ func (l *natsLogger) Fatalf(format string, v ...any) {
 	case l.fatal <- msg:
 	default:
 	}
+}
+
+// options turns the credentials into nats.go options.
+func (a NATSAuth) options() ([]nats.Option, error) {
+	var opts []nats.Option
+	if a.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(a.CredsFile))
+	}
+	if a.NkeyFile != "" {
+		o, err := nats.NkeyOptionFromSeed(a.NkeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("nats nkey %s: %w", a.NkeyFile, err)
+		}
+		opts = append(opts, o)
+	}
+	if a.User != "" {
+		opts = append(opts, nats.UserInfo(a.User, a.Password))
+	}
+	if a.Token != "" {
+		opts = append(opts, nats.Token(a.Token))
+	}
+	if a.TLSCert != "" || a.TLSKey != "" {
+		opts = append(opts, nats.ClientCert(a.TLSCert, a.TLSKey))
+	}
+	if a.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(a.TLSCA))
+	}
+	return opts, nil
 }

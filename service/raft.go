@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -38,8 +37,9 @@ func checkNodeID(dir, id string) error {
 	return nil
 }
 
-// startRaft opens the stores, creates the transport and Raft, and
-// bootstraps a single-voter cluster on first start.
+// startRaft opens the stores, creates the transport and Raft, and then
+// either bootstraps a new cluster (first start, unless joining), or starts
+// asking the cluster on the bus to add this node (joining).
 func (s *Service) startRaft() error {
 	dir := s.cfg.DataDir
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -58,19 +58,19 @@ func (s *Service) startRaft() error {
 	if err != nil {
 		return fmt.Errorf("snapshot store: %w", err)
 	}
-	addr, err := net.ResolveTCPAddr("tcp", s.cfg.RaftAddr)
+	s.snaps = snaps
+	stream, err := newStreamLayer(s.cfg.RaftAddr)
 	if err != nil {
-		return fmt.Errorf("raft address %q: %w", s.cfg.RaftAddr, err)
+		return err
 	}
-	advertise := net.Addr(addr)
-	if addr.Port == 0 {
-		advertise = nil // advertise the port the kernel picks
+	s.stream = stream
+	if s.cfg.FaultFile != "" {
+		done := s.ctx.Done()
+		go watchFaults(s.cfg.FaultFile, stream, s.log, done)
 	}
-	trans, err := raft.NewTCPTransportWithLogger(s.cfg.RaftAddr, advertise, 8, 10*time.Second, hlog)
-	if err != nil {
-		return fmt.Errorf("raft transport on %s: %w", s.cfg.RaftAddr, err)
-	}
-	s.trans = trans
+	s.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: stream, MaxPool: 8, Timeout: 10 * time.Second, Logger: hlog,
+	})
 
 	conf := raft.DefaultConfig()
 	conf.LocalID = raft.ServerID(s.cfg.NodeID)
@@ -79,9 +79,9 @@ func (s *Service) startRaft() error {
 	// Let concurrent proposals queue and go to disk together.
 	conf.BatchApplyCh = true
 	conf.MaxAppendEntries = 512
-	conf.HeartbeatTimeout = 500 * time.Millisecond
-	conf.ElectionTimeout = 500 * time.Millisecond
-	conf.LeaderLeaseTimeout = 250 * time.Millisecond
+	conf.HeartbeatTimeout = s.cfg.RaftHeartbeatTimeout
+	conf.ElectionTimeout = s.cfg.RaftElectionTimeout
+	conf.LeaderLeaseTimeout = s.cfg.RaftLeaderLeaseTimeout
 	conf.NoLegacyTelemetry = true
 	conf.SnapshotThreshold = s.cfg.SnapshotThreshold
 	conf.SnapshotInterval = s.cfg.SnapshotInterval
@@ -91,17 +91,47 @@ func (s *Service) startRaft() error {
 	if err != nil {
 		return fmt.Errorf("inspect raft state: %w", err)
 	}
-	r, err := raft.NewRaft(conf, s.sm, store, store, snaps, trans)
+	bootstrap := !has && !s.cfg.Join
+	ours, err := readClusterID(dir)
+	if err != nil {
+		return err
+	}
+	if has && ours == "" && !s.cfg.Join {
+		// A data directory from before cluster ids: a standalone node.
+		if ours, err = newClusterID(); err != nil {
+			return err
+		}
+		if err := writeClusterID(dir, ours); err != nil {
+			return err
+		}
+	}
+	// Before Raft starts: refuse a bus that serves another cluster.
+	if bootstrap || ours != "" {
+		if err := s.checkBus(ours); err != nil {
+			return err
+		}
+	}
+	r, err := raft.NewRaft(conf, s.sm, store, store, snaps, s.trans)
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}
 	s.raft = r
-	if !has {
-		cfg := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: conf.LocalID, Address: trans.LocalAddr()}}}
-		if err := r.BootstrapCluster(cfg).Error(); err != nil {
-			return fmt.Errorf("bootstrap single-node cluster: %w", err)
+	switch {
+	case bootstrap:
+		id, err := newClusterID()
+		if err != nil {
+			return err
 		}
-		s.log.Info("bootstrapped a new single-node cluster", "node", s.cfg.NodeID, "raft", trans.LocalAddr())
+		if err := writeClusterID(dir, id); err != nil {
+			return err
+		}
+		cfg := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: conf.LocalID, Address: s.trans.LocalAddr()}}}
+		if err := r.BootstrapCluster(cfg).Error(); err != nil {
+			return fmt.Errorf("bootstrap a new cluster: %w", err)
+		}
+		s.log.Info("bootstrapped a new cluster", "cluster_id", id, "node", s.cfg.NodeID, "raft", s.trans.LocalAddr())
+	case s.cfg.Join:
+		s.goRun(s.runJoin)
 	}
 	return nil
 }

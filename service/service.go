@@ -27,10 +27,12 @@ type Service struct {
 	// maxPayload is the connection's max payload, which bounds replies.
 	maxPayload int64
 
-	store *boltstore.Store
-	trans *raft.NetworkTransport
-	raft  *raft.Raft
-	sm    *stateMachine
+	store  *boltstore.Store
+	snaps  raft.SnapshotStore
+	stream *streamLayer
+	trans  *raft.NetworkTransport
+	raft   *raft.Raft
+	sm     *stateMachine
 
 	clock    leaseClock
 	pub      *publisher
@@ -41,6 +43,10 @@ type Service struct {
 
 	subsMu sync.Mutex
 	subs   []*nats.Subscription
+
+	// failed receives the error that stops a running node (a refused
+	// join); the process should exit with it.
+	failed chan error
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -61,6 +67,7 @@ func Start(cfg Config) (*Service, error) {
 		log:      cfg.Logger,
 		names:    names,
 		notifyCh: make(chan bool, 16),
+		failed:   make(chan error, 1),
 		workers:  make(chan struct{}, cfg.MaxInflight),
 		jobs:     make(chan job),
 	}
@@ -80,6 +87,11 @@ func (s *Service) start() error {
 		nats.ReconnectWait(250 * time.Millisecond),
 	}
 	url := s.cfg.NATSURL
+	auth, err := s.cfg.NATSAuth.options()
+	if err != nil {
+		return err
+	}
+	opts = append(opts, auth...)
 	if url == "" {
 		ns, err := startEmbeddedNATS(&s.cfg, s.log)
 		if err != nil {
@@ -105,6 +117,12 @@ func (s *Service) start() error {
 	if err := s.startRaft(); err != nil {
 		return err
 	}
+	// Every node answers for itself, leader or not.
+	for _, subject := range []string{s.names.NodeInfo(s.cfg.NodeID), s.names.Nodes()} {
+		if _, err := nc.Subscribe(subject, s.serveNodeInfo); err != nil {
+			return fmt.Errorf("subscribe %s: %w", subject, err)
+		}
+	}
 	s.goRun(s.runLeadership)
 	s.log.Info("concord started", "node", s.cfg.NodeID, "nats", url, "raft", s.cfg.RaftAddr, "data_dir", s.cfg.DataDir, "prefix", s.cfg.SubjectPrefix)
 	return nil
@@ -116,6 +134,18 @@ func (s *Service) goRun(f func(context.Context)) {
 		defer s.wg.Done()
 		f(s.ctx)
 	}()
+}
+
+// Failed delivers the error that stopped a running node, such as a join
+// refused because the node belongs to another cluster.
+func (s *Service) Failed() <-chan error { return s.failed }
+
+func (s *Service) fail(err error) {
+	s.log.Error("node failed", "err", err)
+	select {
+	case s.failed <- err:
+	default:
+	}
 }
 
 // NATSURL returns the client URL of the embedded NATS server, or the

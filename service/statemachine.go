@@ -1,7 +1,9 @@
 package service
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"sync"
@@ -48,14 +50,15 @@ func (m *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 		results[i] = &r
 		out[i] = &r
 	}
+	if len(logs) > 0 {
+		// Under the lock, so the applied index always matches the state.
+		m.applied.set(logs[len(logs)-1].Index)
+	}
 	m.mu.Unlock()
 	for _, r := range results {
 		if r != nil && len(r.Events) > 0 {
 			m.onEvents(r.Events)
 		}
-	}
-	if len(logs) > 0 {
-		m.applied.set(logs[len(logs)-1].Index)
 	}
 	return out
 }
@@ -65,6 +68,26 @@ func (m *stateMachine) read(f func(*fsm.State)) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	f(m.state)
+}
+
+// digest returns the applied index and revision and, when withHash, the
+// SHA-256 of the state's snapshot encoding at that index: replicas that
+// applied the same log agree on it.
+func (m *stateMachine) digest(withHash bool) (applied uint64, revision int64, hash string) {
+	m.mu.Lock()
+	applied, revision = m.applied.get(), m.state.Revision()
+	var snap *fsm.Snapshot
+	if withHash {
+		snap = m.state.Snapshot()
+	}
+	m.mu.Unlock()
+	if snap != nil {
+		h := sha256.New()
+		if _, err := snap.WriteTo(h); err == nil {
+			hash = hex.EncodeToString(h.Sum(nil))
+		}
+	}
+	return applied, revision, hash
 }
 
 // Snapshot takes an O(1) copy-on-write snapshot. Raft calls it on the FSM

@@ -9,6 +9,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/concord-io/concord/service"
@@ -20,7 +21,23 @@ func runServe(args []string) error {
 	fs.StringVar(&cfg.NodeID, "node-id", cfg.NodeID, "this node's Raft id (fixed for the life of the data directory)")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the Raft log and snapshots")
 	fs.StringVar(&cfg.RaftAddr, "raft-addr", cfg.RaftAddr, "TCP address for Raft traffic")
-	fs.StringVar(&cfg.NATSURL, "nats-url", "", "connect to this external NATS instead of embedding a server")
+	fs.StringVar(&cfg.NATSURL, "nats-url", "", "connect to this external NATS (comma-separated URLs) instead of embedding a server")
+	fs.StringVar(&cfg.NATSAuth.CredsFile, "nats-creds", "", "external NATS: a .creds file")
+	fs.StringVar(&cfg.NATSAuth.NkeyFile, "nats-nkey", "", "external NATS: a file holding an nkey seed")
+	fs.StringVar(&cfg.NATSAuth.User, "nats-user", "", "external NATS: user name")
+	fs.StringVar(&cfg.NATSAuth.Password, "nats-password", "", "external NATS: password (or $CONCORD_NATS_PASSWORD)")
+	fs.StringVar(&cfg.NATSAuth.Token, "nats-token", "", "external NATS: token (or $CONCORD_NATS_TOKEN)")
+	fs.StringVar(&cfg.NATSAuth.TLSCert, "nats-tls-cert", "", "external NATS: client certificate")
+	fs.StringVar(&cfg.NATSAuth.TLSKey, "nats-tls-key", "", "external NATS: client key")
+	fs.StringVar(&cfg.NATSAuth.TLSCA, "nats-tls-ca", "", "external NATS: CA of the server's certificate")
+	fs.StringVar(&cfg.NATSClusterListen, "nats-cluster", "", "embedded NATS: listen for routes from the other nodes' servers here (host:port)")
+	routes := fs.String("nats-routes", "", "embedded NATS: comma-separated route URLs of the other nodes' servers (nats://host:port)")
+	fs.BoolVar(&cfg.Bootstrap, "bootstrap", false, "start a new cluster with this node (on first start; refused if a cluster already answers on the bus)")
+	fs.BoolVar(&cfg.Join, "join", false, "ask the cluster on the bus to add this node as a voter")
+	fs.DurationVar(&cfg.RaftHeartbeatTimeout, "raft-heartbeat-timeout", cfg.RaftHeartbeatTimeout, "how long a follower waits for the leader before an election")
+	fs.DurationVar(&cfg.RaftElectionTimeout, "raft-election-timeout", cfg.RaftElectionTimeout, "how long a candidate waits for votes")
+	fs.DurationVar(&cfg.RaftLeaderLeaseTimeout, "raft-leader-lease-timeout", cfg.RaftLeaderLeaseTimeout, "how long a leader keeps leading without hearing from a quorum")
+	fs.StringVar(&cfg.FaultFile, "test-fault-file", "", "for tests only: a JSON file {\"block\": [raft addresses]} of peers to cut off")
 	fs.StringVar(&cfg.NATSListen, "nats-listen", cfg.NATSListen, "client address of the embedded NATS server")
 	fs.StringVar(&cfg.SubjectPrefix, "subject-prefix", cfg.SubjectPrefix, "first token(s) of every Concord subject")
 	fs.DurationVar(&cfg.TickInterval, "tick", cfg.TickInterval, "lease expiry tick: bounds clock staleness after a restart")
@@ -49,6 +66,15 @@ func runServe(args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	if *routes != "" {
+		cfg.NATSRoutes = strings.Split(*routes, ",")
+	}
+	if cfg.NATSAuth.Password == "" {
+		cfg.NATSAuth.Password = os.Getenv("CONCORD_NATS_PASSWORD")
+	}
+	if cfg.NATSAuth.Token == "" {
+		cfg.NATSAuth.Token = os.Getenv("CONCORD_NATS_TOKEN")
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
@@ -66,9 +92,14 @@ func runServe(args []string) error {
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	got := <-sig
-	cfg.Logger.Info("shutting down", "signal", got.String())
-	return svc.Close()
+	select {
+	case got := <-sig:
+		cfg.Logger.Info("shutting down", "signal", got.String())
+		return svc.Close()
+	case err := <-svc.Failed():
+		svc.Close()
+		return err
+	}
 }
 
 // servePprof exposes the profiling handlers on their own listener, never on

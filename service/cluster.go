@@ -1,0 +1,332 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/nats-io/nats.go"
+
+	"github.com/concord-io/concord/fsm"
+	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/subjects"
+)
+
+// ErrForeignCluster reports a node whose data belongs to another cluster,
+// or a bootstrap on a bus where a cluster already answers.
+var ErrForeignCluster = errors.New("foreign cluster")
+
+// The cluster id is made at bootstrap and kept in the data directory of
+// every member, so a node of one cluster cannot join another.
+const clusterIDFile = "cluster-id"
+
+func readClusterID(dir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, clusterIDFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read cluster id: %w", err)
+	}
+	return string(bytes.TrimSpace(b)), nil
+}
+
+func writeClusterID(dir, id string) error {
+	if err := os.WriteFile(filepath.Join(dir, clusterIDFile), []byte(id+"\n"), 0o600); err != nil {
+		return fmt.Errorf("record cluster id: %w", err)
+	}
+	return nil
+}
+
+func newClusterID() (string, error) {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("make cluster id: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// checkBus makes sure the cluster this node belongs to (ours, "" for a new
+// node) is the one the bus serves: a new node may not bootstrap where a
+// cluster already answers (two clusters would serve the same subjects),
+// and a node of one cluster may not start on another's bus. Nodes answer
+// P.cluster.nodes whether or not there is a leader, so the check works
+// while a cluster is down to a minority.
+func (s *Service) checkBus(ours string) error {
+	if s.ns != nil && len(s.cfg.NATSRoutes) > 0 {
+		// Give the routes to the peers a moment to come up, or the check
+		// would see only this server.
+		deadline := time.Now().Add(2 * time.Second)
+		for s.ns.NumRoutes() == 0 && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	msg, err := s.nc.Request(s.names.Nodes(), []byte(`{}`), time.Second)
+	if err != nil {
+		return nil // no responders or no answer: nobody serves here
+	}
+	var info schema.NodeInfo
+	if err := json.Unmarshal(msg.Data, &info); err != nil || info.ClusterID == ours {
+		return nil
+	}
+	if ours == "" {
+		return fmt.Errorf("%w: a Concord cluster (id %q, node %s answering) already serves this NATS bus under %q; start this node with --join to add it to that cluster",
+			ErrForeignCluster, info.ClusterID, info.ID, s.names.Prefix())
+	}
+	return fmt.Errorf("%w: this node belongs to cluster %q, but cluster %q (node %s answering) serves this NATS bus under %q; give the node an empty data directory to join that cluster",
+		ErrForeignCluster, ours, info.ClusterID, info.ID, s.names.Prefix())
+}
+
+// runJoin asks the leader, over the bus, to add this node as a voter, and
+// retries until it is a member. A node of another cluster is refused, and
+// the service fails.
+func (s *Service) runJoin(ctx context.Context) {
+	backoff := 200 * time.Millisecond
+	for ctx.Err() == nil {
+		if s.isMember() {
+			return
+		}
+		clusterID, err := readClusterID(s.cfg.DataDir)
+		if err != nil {
+			s.fail(err)
+			return
+		}
+		req, _ := json.Marshal(schema.ClusterJoinRequest{ID: s.cfg.NodeID, Address: string(s.trans.LocalAddr()), ClusterID: clusterID})
+		msg, err := s.nc.Request(s.names.Request(subjects.ClusterJoin), req, 5*time.Second)
+		if err == nil {
+			var reply schema.ClusterJoinReply
+			if e := replyError(msg); e != nil {
+				if e.Name == schema.ErrClusterMismatch {
+					s.fail(fmt.Errorf("%w: %s", ErrForeignCluster, e.Description))
+					return
+				}
+				if !e.Retryable() {
+					s.fail(fmt.Errorf("join refused: %w", e))
+					return
+				}
+			} else if err := json.Unmarshal(msg.Data, &reply); err == nil {
+				if clusterID == "" {
+					if err := writeClusterID(s.cfg.DataDir, reply.ClusterID); err != nil {
+						s.fail(err)
+						return
+					}
+				}
+				s.log.Info("joined the cluster", "cluster_id", reply.ClusterID, "leader", reply.Leader)
+				return
+			}
+		} else {
+			s.log.Debug("join: no leader answered yet; retrying", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// isMember reports whether this node is in the latest Raft configuration.
+func (s *Service) isMember() bool {
+	f := s.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, srv := range f.Configuration().Servers {
+		if srv.ID == raft.ServerID(s.cfg.NodeID) {
+			return true
+		}
+	}
+	return false
+}
+
+// replyError decodes an error reply, or returns nil for a success.
+func replyError(m *nats.Msg) *schema.Error {
+	if m.Header.Get(schema.HeaderErrorCode) == "" {
+		return nil
+	}
+	var er schema.ErrorReply
+	if err := json.Unmarshal(m.Data, &er); err != nil || er.Error == nil {
+		return schema.Errorf(schema.ErrInternal, "undecodable error reply %q", m.Data)
+	}
+	return er.Error
+}
+
+func (s *Service) handleJoin(_ context.Context, m *nats.Msg) (any, *schema.Error) {
+	var req schema.ClusterJoinRequest
+	if e := decodeStrict(m.Data, &req); e != nil {
+		return nil, e
+	}
+	if err := subjects.ValidateNodeID(req.ID); err != nil {
+		return nil, invalid("id: %v", err)
+	}
+	if req.Address == "" {
+		return nil, invalid("address: missing")
+	}
+	ours, err := readClusterID(s.cfg.DataDir)
+	if err != nil {
+		return nil, schema.Errorf(schema.ErrInternal, "%v", err)
+	}
+	if req.ClusterID != "" && req.ClusterID != ours {
+		return nil, schema.Errorf(schema.ErrClusterMismatch, "node %s belongs to cluster %s, not to this cluster %s; give it an empty data directory to join", req.ID, req.ClusterID, ours)
+	}
+	if !s.hasVoter(req.ID, req.Address) {
+		if err := s.raft.AddVoter(raft.ServerID(req.ID), raft.ServerAddress(req.Address), 0, s.cfg.ApplyTimeout).Error(); err != nil {
+			return nil, raftError(err)
+		}
+		s.log.Info("added a voter", "node", req.ID, "raft", req.Address)
+	}
+	members, e := s.members(false)
+	if e != nil {
+		return nil, e
+	}
+	return &schema.ClusterJoinReply{ClusterID: ours, Leader: s.cfg.NodeID, Members: members}, nil
+}
+
+func (s *Service) hasVoter(id, addr string) bool {
+	f := s.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, srv := range f.Configuration().Servers {
+		if srv.ID == raft.ServerID(id) && srv.Address == raft.ServerAddress(addr) && srv.Suffrage == raft.Voter {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Service) handleRemove(_ context.Context, m *nats.Msg) (any, *schema.Error) {
+	var req schema.ClusterRemoveRequest
+	if e := decodeStrict(m.Data, &req); e != nil {
+		return nil, e
+	}
+	if err := subjects.ValidateNodeID(req.ID); err != nil {
+		return nil, invalid("id: %v", err)
+	}
+	f := s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, raftError(err)
+	}
+	found := false
+	for _, srv := range f.Configuration().Servers {
+		found = found || srv.ID == raft.ServerID(req.ID)
+	}
+	if !found {
+		return nil, schema.Errorf(schema.ErrNodeNotFound, "node %s is not a member", req.ID)
+	}
+	if err := s.raft.RemoveServer(raft.ServerID(req.ID), 0, s.cfg.ApplyTimeout).Error(); err != nil {
+		return nil, raftError(err)
+	}
+	s.log.Info("removed a member", "node", req.ID)
+	members, e := s.members(false)
+	if e != nil {
+		return nil, e
+	}
+	return &schema.ClusterRemoveReply{Members: members}, nil
+}
+
+func (s *Service) handleStatus(_ context.Context, m *nats.Msg) (any, *schema.Error) {
+	var req schema.ClusterStatusRequest
+	if e := decodeStrict(m.Data, &req); e != nil {
+		return nil, e
+	}
+	members, e := s.members(req.Hash)
+	if e != nil {
+		return nil, e
+	}
+	id, err := readClusterID(s.cfg.DataDir)
+	if err != nil {
+		return nil, schema.Errorf(schema.ErrInternal, "%v", err)
+	}
+	var rev int64
+	s.sm.read(func(st *fsm.State) { rev = st.Revision() })
+	return &schema.ClusterStatusReply{ClusterID: id, Leader: s.cfg.NodeID, Term: s.raft.CurrentTerm(), Revision: rev, Members: members}, nil
+}
+
+func (s *Service) handleSnapshot(_ context.Context, m *nats.Msg) (any, *schema.Error) {
+	var req schema.ClusterSnapshotRequest
+	if e := decodeStrict(m.Data, &req); e != nil {
+		return nil, e
+	}
+	f := s.raft.Snapshot()
+	if err := f.Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		return nil, schema.Errorf(schema.ErrUnavailable, "snapshot: %v", err)
+	}
+	snaps, err := s.snaps.List()
+	if err != nil || len(snaps) == 0 {
+		return nil, schema.Errorf(schema.ErrInternal, "list snapshots: %v", err)
+	}
+	return &schema.ClusterSnapshotReply{Index: snaps[0].Index}, nil
+}
+
+// members lists the Raft configuration with each member's own report,
+// gathered in parallel over the bus.
+func (s *Service) members(withHash bool) ([]schema.Member, *schema.Error) {
+	f := s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, raftError(err)
+	}
+	servers := f.Configuration().Servers
+	out := make([]schema.Member, len(servers))
+	req, _ := json.Marshal(schema.NodeInfoRequest{Hash: withHash})
+	var wg sync.WaitGroup
+	for i, srv := range servers {
+		out[i] = schema.Member{ID: string(srv.ID), Address: string(srv.Address), Suffrage: suffrage(srv.Suffrage)}
+		wg.Add(1)
+		go func(mb *schema.Member) {
+			defer wg.Done()
+			msg, err := s.nc.Request(s.names.NodeInfo(mb.ID), req, time.Second)
+			if err != nil || replyError(msg) != nil {
+				return
+			}
+			var info schema.NodeInfo
+			if json.Unmarshal(msg.Data, &info) == nil {
+				mb.Reachable, mb.Node = true, &info
+			}
+		}(&out[i])
+	}
+	wg.Wait()
+	return out, nil
+}
+
+func suffrage(s raft.ServerSuffrage) string {
+	if s == raft.Voter {
+		return schema.SuffrageVoter
+	}
+	return schema.SuffrageNonvoter
+}
+
+// serveNodeInfo answers P.cluster.node.<id>.info and P.cluster.nodes on
+// every node.
+func (s *Service) serveNodeInfo(m *nats.Msg) {
+	var req schema.NodeInfoRequest
+	if e := decodeStrict(m.Data, &req); e != nil {
+		s.respond(m, nil, e)
+		return
+	}
+	_, leader := s.raft.LeaderWithID()
+	clusterID, _ := readClusterID(s.cfg.DataDir)
+	info := schema.NodeInfo{
+		ID:          s.cfg.NodeID,
+		ClusterID:   clusterID,
+		State:       strings.ToLower(s.raft.State().String()),
+		Term:        s.raft.CurrentTerm(),
+		Leader:      string(leader),
+		LastIndex:   s.raft.LastIndex(),
+		CommitIndex: s.raft.CommitIndex(),
+	}
+	info.AppliedIndex, info.Revision, info.StateHash = s.sm.digest(req.Hash)
+	s.respond(m, &info, nil)
+}
