@@ -7,7 +7,10 @@ BIN             := $(CURDIR)/bin
 NATSCLI_VERSION := v0.5.0
 RACE_PKGS       := ./fsm/... ./subjects/... ./schema/... ./service/...
 
-.PHONY: build run test lint unit blackbox tools bench bench-etcd fuzz clean
+CLUSTER_DIR     := $(CURDIR)/cluster-data
+CLUSTER_ROUTES  := nats://127.0.0.1:6222,nats://127.0.0.1:6223,nats://127.0.0.1:6224
+
+.PHONY: build run cluster cluster-stop test lint unit blackbox tools bench bench-etcd fuzz clean
 
 build:
 	$(GO) build -o $(BIN)/concord ./cmd/concord
@@ -15,6 +18,24 @@ build:
 # One node: embedded NATS on 127.0.0.1:4222, single-node Raft, data in ./concord-data.
 run:
 	$(GO) run ./cmd/concord serve
+
+# Three nodes on loopback, in the background: NATS clients on 4222-4224,
+# NATS routes on 6222-6224, Raft on 7001-7003, data and logs in
+# ./cluster-data. n1 bootstraps, n2 and n3 join. Stop with make cluster-stop.
+cluster: build
+	@mkdir -p $(CLUSTER_DIR)
+	@for i in 1 2 3; do \
+	  mode=--join; [ $$i = 1 ] && mode=--bootstrap; \
+	  $(BIN)/concord serve --node-id n$$i --data-dir $(CLUSTER_DIR)/n$$i --raft-addr 127.0.0.1:700$$i \
+	    --nats-listen 127.0.0.1:422$$((i+1)) --nats-cluster 127.0.0.1:622$$((i+1)) --nats-routes $(CLUSTER_ROUTES) $$mode \
+	    > $(CLUSTER_DIR)/n$$i.log 2>&1 & echo $$! > $(CLUSTER_DIR)/n$$i.pid; \
+	done
+	@for i in $$(seq 100); do \
+	  grep -q "joined the cluster" $(CLUSTER_DIR)/n2.log 2>/dev/null && grep -q "joined the cluster" $(CLUSTER_DIR)/n3.log 2>/dev/null && break; sleep 0.1; done
+	@echo "cluster up: NATS_URL=nats://127.0.0.1:4222,nats://127.0.0.1:4223,nats://127.0.0.1:4224 (logs in $(CLUSTER_DIR))"
+
+cluster-stop:
+	@for f in $(CLUSTER_DIR)/*.pid; do [ -f "$$f" ] && kill $$(cat $$f) 2>/dev/null; rm -f "$$f"; done; true
 
 test: lint unit blackbox
 
@@ -55,4 +76,4 @@ fuzz:
 	$(GO) test -run XXX -fuzz FuzzDecodeRequest -fuzztime 60s ./service
 
 clean:
-	rm -rf $(BIN) concord-data
+	rm -rf $(BIN) concord-data cluster-data

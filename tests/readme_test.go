@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"reflect"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/concord-io/concord/schema"
 )
 
 // readmeBlock is a console block of README.md marked for this test.
@@ -264,4 +267,76 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// The README's failover by hand, run as one script in the repository with
+// the real make and nats CLI. It uses fixed ports and ./cluster-data, so it
+// skips rather than disturb a cluster a developer is running.
+func TestReadmeClusterFailover(t *testing.T) {
+	natsCLI(t)
+	block := readmeBlocks(t)["cluster"]
+	if len(block.steps) < 5 {
+		t.Fatalf("README cluster block not found or changed shape: %d steps", len(block.steps))
+	}
+	if _, err := os.Stat("../cluster-data"); err == nil {
+		t.Skip("../cluster-data exists: a cluster from make cluster may be running")
+	}
+	for _, port := range []int{4222, 4223, 4224, 6222, 6223, 6224, 7001, 7002, 7003} {
+		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err != nil {
+			t.Skipf("port %d is taken; make cluster needs it", port)
+		} else {
+			l.Close()
+		}
+	}
+	var script strings.Builder
+	script.WriteString("set -e\n")
+	for _, s := range block.steps {
+		script.WriteString(s.cmd + "\n")
+	}
+	cmd := exec.Command("bash", "-c", script.String())
+	cmd.Dir = ".."
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+home, "NATS_CONTEXT=")
+	// make builds with go: keep its caches where they are, not under the
+	// temporary HOME that isolates the nats CLI from the user's contexts.
+	for _, v := range []string{"GOPATH", "GOCACHE", "GOMODCACHE"} {
+		out, err := exec.Command("go", "env", v).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Env = append(cmd.Env, v+"="+strings.TrimSpace(string(out)))
+	}
+	t.Cleanup(func() {
+		stop := exec.Command("make", "-s", "cluster-stop")
+		stop.Dir = ".."
+		stop.Run()
+		os.RemoveAll("../cluster-data")
+	})
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("README cluster script: %v\n%s", err, out)
+	}
+	var statuses []schema.ClusterStatusReply
+	var got schema.KVGetReply
+	for _, line := range strings.Split(string(out), "\n") {
+		switch {
+		case strings.HasPrefix(line, `{"cluster_id"`):
+			var st schema.ClusterStatusReply
+			mustUnmarshal(t, []byte(line), &st)
+			statuses = append(statuses, st)
+		case strings.HasPrefix(line, `{"revision"`) && strings.Contains(line, `"kvs"`):
+			mustUnmarshal(t, []byte(line), &got)
+		}
+	}
+	if len(statuses) != 2 || statuses[0].Leader != "n1" || statuses[1].Leader == "n1" || statuses[1].Leader == "" {
+		t.Fatalf("statuses before and after the kill: %+v\n%s", statuses, out)
+	}
+	for _, m := range statuses[1].Members {
+		if m.ID == "n1" && m.Reachable {
+			t.Fatalf("the killed n1 is reachable: %+v", m)
+		}
+	}
+	if len(got.KVs) != 1 || string(got.KVs[0].Value) != `"survives"` {
+		t.Fatalf("the key after the failover: %+v\n%s", got, out)
+	}
 }
