@@ -400,6 +400,25 @@ func (w *workload) finish() {
 	if err, _ := w.failed.Load().(error); err != nil {
 		t.Fatalf("workload: %v", err)
 	}
+	// A last read of every register after the load: with the history, the
+	// check proves every acknowledged write is still there (or was
+	// legitimately overwritten).
+	nc := w.c.conn()
+	for k := 0; k < registerKeys; k++ {
+		key := fmt.Sprintf("reg.k%d", k)
+		call := w.hist.now()
+		data, e, err := request(nc, "concord.kv.get", map[string]any{"key": key}, "", 30*time.Second)
+		if err != nil || e != nil {
+			t.Fatalf("final read of %s: %v %v", key, err, e)
+		}
+		var g schema.KVGetReply
+		mustUnmarshal(t, data, &g)
+		out := regOutput{}
+		if len(g.KVs) == 1 {
+			mustUnmarshal(t, g.KVs[0].Value, &out.Value)
+		}
+		w.hist.add(1000, regInput{Kind: "get", Key: key}, call, out)
+	}
 	w.hist.check(t)
 
 	gap := time.Duration(w.maxGap.Load())
