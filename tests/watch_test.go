@@ -2,6 +2,7 @@ package tests
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,18 +75,22 @@ func TestWatchOrderUnderConcurrentWriters(t *testing.T) {
 	c := connect(t, n.natsURL)
 	w := c.watch("concord.watch.load.>")
 	const writers, each = 8, 50
-	done := make(chan struct{})
+	// The helpers fail the test from these goroutines by ending them
+	// (runtime.Goexit); the deferred Done still runs, so the test goes on.
+	var wg sync.WaitGroup
 	for i := 0; i < writers; i++ {
+		wg.Add(1)
 		go func(i int) {
+			defer wg.Done()
 			wc := connect(t, n.natsURL)
 			for j := 0; j < each; j++ {
 				wc.put(fmt.Sprintf("load.w%d.k%d", i, j%5), j, 0)
 			}
-			done <- struct{}{}
 		}(i)
 	}
-	for i := 0; i < writers; i++ {
-		<-done
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
 	}
 	evs := w.waitFor(writers*each, 10*time.Second)
 	for i := 1; i < len(evs); i++ {
@@ -133,23 +138,23 @@ func TestRevokeOfTenThousandKeys(t *testing.T) {
 func putMany(t *testing.T, n *node, prefix string, count int, lease int64) {
 	t.Helper()
 	const conns = 16
-	errs := make(chan error, conns)
+	var wg sync.WaitGroup
 	for i := 0; i < conns; i++ {
+		wc := connect(t, n.natsURL)
+		wg.Add(1)
 		go func(i int) {
-			wc := connect(t, n.natsURL)
+			defer wg.Done()
 			for k := i; k < count; k += conns {
-				r := wc.raw(subjects.KVPut, map[string]any{"key": fmt.Sprintf("%s%05d", prefix, k), "value": k, "lease": lease})
-				if r.err != nil {
-					errs <- r.err
+				key := fmt.Sprintf("%s%05d", prefix, k)
+				if _, e, err := request(wc.nc, "concord.kv.put", map[string]any{"key": key, "value": k, "lease": lease}, "", 10*time.Second); err != nil || e != nil {
+					t.Errorf("put %s: %v %v", key, err, e)
 					return
 				}
 			}
-			errs <- nil
 		}(i)
 	}
-	for i := 0; i < conns; i++ {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
 	}
 }
