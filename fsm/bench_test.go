@@ -119,8 +119,8 @@ func BenchmarkRevoke10kKeys(b *testing.B) {
 
 // deepCopy copies a state into new trees, so that writes to the copy pay no
 // copy-on-write cost (a btree Clone would make the timed revoke copy nodes).
-// Records, leases and idempotency entries are immutable once in a tree, so
-// they are shared.
+// Records, leases, idempotency entries and change-log entries are immutable
+// once in a tree, so they are shared.
 func deepCopy(s *State) *State {
 	c := New()
 	s.kv.Ascend(func(r *record) bool { c.kv.ReplaceOrInsert(r); return true })
@@ -134,6 +134,8 @@ func deepCopy(s *State) *State {
 	})
 	c.revision, c.nextLeaseID, c.now, c.limits, c.anonymous = s.revision, s.nextLeaseID, s.now, s.limits, s.anonymous
 	c.idemSeq = s.idemSeq
+	s.changes.Ascend(func(ch *change) bool { c.changes.ReplaceOrInsert(ch); return true })
+	c.compactRevision = s.compactRevision
 	return c
 }
 

@@ -23,6 +23,8 @@ const (
 	OpExpire    Op = 6
 	OpSetLimits Op = 7
 	OpTxn       Op = 8
+	// OpKeepAliveMany renews many leases in one entry.
+	OpKeepAliveMany Op = 9
 )
 
 func (o Op) String() string {
@@ -43,6 +45,8 @@ func (o Op) String() string {
 		return "set_limits"
 	case OpTxn:
 		return "txn"
+	case OpKeepAliveMany:
+		return "keepalive_many"
 	}
 	return fmt.Sprintf("op(%d)", byte(o))
 }
@@ -69,6 +73,12 @@ type Grant struct {
 type KeepAlive struct {
 	ID  int64
 	TTL int64
+}
+
+// KeepAliveMany renews every listed lease that exists (a session process
+// holding many leases sends one of these per interval).
+type KeepAliveMany struct {
+	IDs []int64
 }
 
 // Revoke deletes a lease and its keys.
@@ -113,10 +123,15 @@ type Limits struct {
 	// IdempotencyRevisions drops entries recorded more than this many
 	// revisions ago.
 	IdempotencyRevisions int64 `json:"idempotency_revisions,omitempty"`
+	// ChangesMax and ChangesMaxAgeMS bound the change log by events and by
+	// lease-clock age; the oldest revisions go first.
+	ChangesMax      int64 `json:"changes_max,omitempty"`
+	ChangesMaxAgeMS int64 `json:"changes_max_age_ms,omitempty"`
 }
 
 // DefaultLimits are the limits of a new state machine.
-var DefaultLimits = Limits{MaxLeases: 100_000, MaxKeysPerLease: 10_000, IdempotencyEntries: 100_000, IdempotencyRevisions: 10_000}
+var DefaultLimits = Limits{MaxLeases: 100_000, MaxKeysPerLease: 10_000, IdempotencyEntries: 100_000, IdempotencyRevisions: 10_000,
+	ChangesMax: 1_000_000, ChangesMaxAgeMS: 24 * 3600 * 1000}
 
 // Command is one decoded log entry.
 type Command struct {
@@ -126,8 +141,8 @@ type Command struct {
 	// IdempotencyKey, when set, makes a retry of the same command return
 	// the first reply instead of applying twice.
 	IdempotencyKey string
-	// Body is one of *Grant, *KeepAlive, *Revoke, *Put, *Delete, *Expire,
-	// *Limits, *Txn.
+	// Body is one of *Grant, *KeepAlive, *KeepAliveMany, *Revoke, *Put,
+	// *Delete, *Expire, *Limits, *Txn.
 	Body any
 }
 
@@ -197,7 +212,15 @@ func (w *encoder) body(body any) (Op, error) {
 		w.varint(b.MaxKeysPerLease)
 		w.varint(b.IdempotencyEntries)
 		w.varint(b.IdempotencyRevisions)
+		w.varint(b.ChangesMax)
+		w.varint(b.ChangesMaxAgeMS)
 		return OpSetLimits, nil
+	case *KeepAliveMany:
+		w.uvarint(uint64(len(b.IDs)))
+		for _, id := range b.IDs {
+			w.varint(id)
+		}
+		return OpKeepAliveMany, nil
 	case *Txn:
 		w.txn(b)
 		return OpTxn, nil
@@ -258,7 +281,26 @@ func Decode(data []byte) (Command, error) {
 		}
 		c.Body = e
 	case OpSetLimits:
-		c.Body = &Limits{MaxLeases: r.varint(), MaxKeysPerLease: r.varint(), IdempotencyEntries: r.varint(), IdempotencyRevisions: r.varint()}
+		// Later fields were added over time; an entry written before them
+		// ends early and takes the defaults.
+		l := &Limits{MaxLeases: r.varint(), MaxKeysPerLease: r.varint()}
+		if len(r.buf) > 0 {
+			l.IdempotencyEntries, l.IdempotencyRevisions = r.varint(), r.varint()
+		}
+		if len(r.buf) > 0 {
+			l.ChangesMax, l.ChangesMaxAgeMS = r.varint(), r.varint()
+		}
+		c.Body = l
+	case OpKeepAliveMany:
+		n := r.count()
+		k := &KeepAliveMany{}
+		if n > 0 {
+			k.IDs = make([]int64, 0, n)
+		}
+		for i := 0; i < n; i++ {
+			k.IDs = append(k.IDs, r.varint())
+		}
+		c.Body = k
 	case OpTxn:
 		c.Body = r.txn()
 	default:

@@ -97,7 +97,7 @@ var coveredErrors = []error{ErrLeaseNotFound, ErrLeaseExists, ErrLeaseConflict, 
 func (c *coverage) check(t *testing.T) {
 	t.Helper()
 	t.Logf("coverage: ok %v errs %v cached %d txn succeeded %d failed-compare %d wrote %d read-only %d", c.ok, c.errs, c.cached, c.txnSucceeded, c.txnFailedCompare, c.txnWrote, c.txnReadOnly)
-	for _, op := range []Op{OpGrant, OpKeepAlive, OpRevoke, OpPut, OpDelete, OpExpire, OpSetLimits, OpTxn} {
+	for _, op := range []Op{OpGrant, OpKeepAlive, OpKeepAliveMany, OpRevoke, OpPut, OpDelete, OpExpire, OpSetLimits, OpTxn} {
 		if c.ok[op] < 5 {
 			t.Errorf("only %d successful %s commands", c.ok[op], op)
 		}

@@ -23,6 +23,8 @@ var (
 	// ErrIdempotencyConflict: an idempotency key was reused for a different
 	// request.
 	ErrIdempotencyConflict = errors.New("idempotency conflict")
+	// ErrCompacted: a change-log read starts below the compaction floor.
+	ErrCompacted = errors.New("compacted")
 	// ErrBadCommand: the log entry cannot be decoded. It means a bug or a
 	// version mismatch between replicas, never bad user input.
 	ErrBadCommand = errors.New("bad command")

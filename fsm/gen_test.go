@@ -11,9 +11,11 @@ import (
 )
 
 // cmdGen produces a random but seeded stream of log entries that mixes every
-// command, transactions included, with plenty of failing ones (unknown and
-// anonymous leases, conflicts, taken ids, limits, prefix deletes over their
-// limit, reused idempotency keys) and some undecodable entries. About one
+// command, transactions and KeepAliveMany included, with plenty of failing
+// ones (unknown and anonymous leases, conflicts, taken ids, limits, prefix
+// deletes over their limit, reused idempotency keys) and some undecodable
+// entries. Its limits sometimes keep the change log small, by count or by
+// age, so revisions are trimmed from it. About one
 // command in six carries an idempotency key, and some are retries of
 // earlier keyed commands. It looks at a
 // state (the one under test, or a shadow) to pick lease ids that exist most
@@ -106,10 +108,21 @@ func (g *cmdGen) next(s *State) []byte {
 			gr.Metadata = json.RawMessage(fmt.Sprintf(`{"owner":"o%d"}`, g.r.Intn(9)))
 		}
 		body = gr
-	case p < 25:
+	case p < 21:
 		k := &KeepAlive{ID: g.leaseID(s)}
 		if g.r.Intn(3) == 0 {
 			k.TTL = g.ttl()
+		}
+		body = k
+	case p < 25:
+		// Live, anonymous and unknown ids, sometimes none, sometimes one
+		// listed twice.
+		k := &KeepAliveMany{}
+		for i := g.r.Intn(6); i > 0; i-- {
+			k.IDs = append(k.IDs, g.leaseID(s))
+		}
+		if len(k.IDs) > 0 && g.r.Intn(5) == 0 {
+			k.IDs = append(k.IDs, k.IDs[g.r.Intn(len(k.IDs))])
 		}
 		body = k
 	case p < 29:
@@ -134,6 +147,16 @@ func (g *cmdGen) next(s *State) []byte {
 		if g.r.Intn(2) == 0 {
 			// Small enough that entries are evicted by count and by age.
 			l.IdempotencyEntries, l.IdempotencyRevisions = 2+g.r.Int63n(30), 5+g.r.Int63n(100)
+		}
+		// A change log small enough that revisions go by count, by age,
+		// or both; otherwise the defaults.
+		switch g.r.Intn(4) {
+		case 0:
+			l.ChangesMax = 1 + g.r.Int63n(80)
+		case 1:
+			l.ChangesMaxAgeMS = 500 + g.r.Int63n(20_000)
+		case 2:
+			l.ChangesMax, l.ChangesMaxAgeMS = 1+g.r.Int63n(80), 500+g.r.Int63n(20_000)
 		}
 		body = l
 	default:

@@ -26,7 +26,7 @@ func newIdemTrees() (*btree.BTreeG[*idemEntry], *btree.BTreeG[*idemEntry]) {
 // mutates reports whether a command type is covered by idempotency keys.
 func mutates(op Op) bool {
 	switch op {
-	case OpGrant, OpKeepAlive, OpRevoke, OpPut, OpDelete, OpTxn:
+	case OpGrant, OpKeepAlive, OpKeepAliveMany, OpRevoke, OpPut, OpDelete, OpTxn:
 		return true
 	}
 	return false

@@ -85,6 +85,10 @@ func TestIdempotentRetry(t *testing.T) {
 		{"keepalive", &KeepAlive{ID: 1, TTL: 20}, nil, func(t *testing.T, s *State) {
 			eq(t, "deadline from the first keep-alive", info(t, s, 1).RemainingMS, int64(t0+1_000+20_000)-s.Now())
 		}},
+		{"keepalive_many", &KeepAliveMany{IDs: []int64{2, 9, 3, 1}}, nil, func(t *testing.T, s *State) {
+			eq(t, "deadline from the first keep-alive", info(t, s, 1).RemainingMS, int64(t0+1_000+10_000)-s.Now())
+			eq(t, "and for the other", info(t, s, 2).RemainingMS, int64(t0+1_000+10_000)-s.Now())
+		}},
 		{"revoke", &Revoke{ID: 2}, nil, nil}, // applied again: ErrLeaseNotFound
 		{"put", &Put{Key: "a", Value: val(`"a2"`), Lease: 1, PrevKV: true}, []step{{t0 + 1_500, &Put{Key: "a", Value: val(`"other"`), Lease: 1}}}, func(t *testing.T, s *State) {
 			eq(t, "the later put stands", getKey(t, s, "a").Value, val(`"other"`))

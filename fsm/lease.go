@@ -111,6 +111,22 @@ func (s *State) keepAlive(now int64, k *KeepAlive) (any, error) {
 	return &schema.LeaseKeepAliveReply{ID: nl.id, TTL: nl.ttl, RemainingTTL: nl.ttl, RemainingMS: nl.ttl * 1000}, nil
 }
 
+// keepAliveMany renews each listed explicit lease that exists, like
+// keepAlive, and lists the others as not found. It never fails: one
+// request carries a whole process's leases.
+func (s *State) keepAliveMany(now int64, k *KeepAliveMany) *schema.LeaseKeepAliveManyReply {
+	reply := &schema.LeaseKeepAliveManyReply{Leases: []schema.LeaseKeepAliveReply{}, NotFound: []int64{}}
+	for _, id := range k.IDs {
+		r, err := s.keepAlive(now, &KeepAlive{ID: id})
+		if err != nil {
+			reply.NotFound = append(reply.NotFound, id)
+			continue
+		}
+		reply.Leases = append(reply.Leases, *r.(*schema.LeaseKeepAliveReply))
+	}
+	return reply
+}
+
 func (s *State) revoke(r *Revoke) (any, []schema.Event, error) {
 	l := s.getLease(r.ID)
 	if l == nil {

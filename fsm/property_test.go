@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/concord-io/concord/schema"
@@ -15,9 +16,12 @@ import (
 // key, Expired/NextDeadline agree with the deadlines, the revision and the
 // clock never go back, events are numbered as the contract says, a failed
 // command changes nothing but the clock, a transaction takes the branch its
-// compares choose and changes only the keys its events name, and the
+// compares choose and changes only the keys its events name, a
+// KeepAliveMany renews exactly the explicit leases it lists, the
 // idempotency cache answers, refuses and evicts exactly as an independent
-// model of it says.
+// model of it says, and the change log holds exactly the events applied so
+// far above its floor, which moves forward only, and only as far as the
+// limits require.
 func TestPropertyInvariants(t *testing.T) {
 	for _, seed := range []int64{101, 202, 303, 404} {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
@@ -25,24 +29,109 @@ func TestPropertyInvariants(t *testing.T) {
 			s := New()
 			cov := newCoverage()
 			m := newIdemModel()
+			cm := &changeModel{}
 			for i := 0; i < 2500; i++ {
 				entry := g.next(s)
-				if err := checkStep(s, entry, cov, m); err != nil {
+				if err := checkStep(s, entry, cov, m, cm); err != nil {
 					t.Fatalf("seed %d entry %d: %v", seed, i, err)
 				}
 			}
 			cov.check(t)
-			t.Logf("model: evicted %d reapplied %d", m.evicted, m.reapplied)
+			t.Logf("model: evicted %d reapplied %d; change log: %d events, floor %d, moved by count %d, by age %d",
+				m.evicted, m.reapplied, len(cm.events), cm.floor, cm.byCount, cm.byAge)
 			if m.evicted < 5 || m.reapplied < 5 {
 				t.Errorf("idempotency entries evicted %d, keys applied again after eviction %d: too few", m.evicted, m.reapplied)
+			}
+			if cm.byCount < 5 || cm.byAge < 5 {
+				t.Errorf("the change-log floor moved by count %d times, by age %d times: too few", cm.byCount, cm.byAge)
 			}
 		})
 	}
 }
 
+// changeModel is the test's account of the change log: the events of every
+// result applied so far whose revision is above the floor, with the lease
+// clock each was applied at.
+type changeModel struct {
+	events []loggedEvent
+	floor  int64
+	// Floor moves that the count limit, or the age limit, required.
+	byCount, byAge int
+}
+
+// step takes the result of one command and checks the state's change log
+// against the model: exactly the model's events, in order, with their
+// times; the floor never back, never past the revision, and moved only as
+// far as a limit required; after a write, both limits hold; and Changes from
+// the floor returns the whole log.
+func (cm *changeModel) step(s *State, r Result) error {
+	wrote := r.Err == nil && !r.Cached && len(r.Events) > 0
+	if wrote {
+		for _, e := range r.Events {
+			cm.events = append(cm.events, loggedEvent{e, s.Now()})
+		}
+	}
+	floor, l := s.CompactRevision(), s.Limits()
+	if floor < cm.floor || floor > s.Revision() {
+		return fmt.Errorf("change-log floor %d after %d, revision %d", floor, cm.floor, s.Revision())
+	}
+	i := 0
+	for i < len(cm.events) && cm.events[i].event.Revision <= floor {
+		i++
+	}
+	if floor > cm.floor {
+		// Every revision has events, so the floor is the revision of the
+		// last events dropped; keeping that revision would have broken a
+		// limit.
+		if i == 0 || cm.events[i-1].event.Revision != floor {
+			return fmt.Errorf("change-log floor moved %d -> %d, not to the revision of an event", cm.floor, floor)
+		}
+		j := i
+		for j > 0 && cm.events[j-1].event.Revision == floor {
+			j--
+		}
+		overCount := int64(len(cm.events)-j) > l.ChangesMax
+		overAge := cm.events[j].now < s.Now()-l.ChangesMaxAgeMS
+		if !overCount && !overAge {
+			return fmt.Errorf("change-log floor moved %d -> %d, though revision %d (%d events, recorded at %d) fits in the limits %d events / %d ms at %d with %d events after it",
+				cm.floor, floor, floor, i-j, cm.events[j].now, l.ChangesMax, l.ChangesMaxAgeMS, s.Now(), len(cm.events)-i)
+		}
+		if overCount {
+			cm.byCount++
+		}
+		if overAge {
+			cm.byAge++
+		}
+	}
+	cm.events, cm.floor = cm.events[i:], floor
+	if wrote && len(cm.events) > 0 && (int64(len(cm.events)) > l.ChangesMax || cm.events[0].now < s.Now()-l.ChangesMaxAgeMS) {
+		return fmt.Errorf("after a write the change log holds %d events, the oldest recorded at %d; limits %d events / %d ms at %d",
+			len(cm.events), cm.events[0].now, l.ChangesMax, l.ChangesMaxAgeMS, s.Now())
+	}
+	if s.changes.Len() != len(cm.events) {
+		return fmt.Errorf("change log holds %d events, the model %d", s.changes.Len(), len(cm.events))
+	}
+	var err error
+	k := 0
+	want := make([]schema.Event, len(cm.events))
+	s.changes.Ascend(func(c *change) bool {
+		w := cm.events[k]
+		want[k] = w.event
+		if c.now != w.now {
+			err = fmt.Errorf("logged event %d (%d/%d) recorded at %d, applied at %d", k, c.event.Revision, c.event.OpIndex, c.now, w.now)
+		}
+		k++
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	return changeLogIs(s, want)
+}
+
 // checkStep applies one entry and checks everything that must hold about
 // the step and the state after it.
-func checkStep(s *State, entry []byte, cov *coverage, m *idemModel) error {
+func checkStep(s *State, entry []byte, cov *coverage, m *idemModel, cm *changeModel) error {
 	prevRev, prevNow := s.Revision(), s.Now()
 	// Taking a snapshot is O(1); it is written only if the step must have
 	// changed nothing.
@@ -87,6 +176,24 @@ func checkStep(s *State, entry []byte, cov *coverage, m *idemModel) error {
 			}
 		}
 	}
+	// For a KeepAliveMany: which listed ids were explicit leases, with
+	// which ttl.
+	type kamLease struct {
+		found bool
+		ttl   int64
+	}
+	var kam []kamLease
+	if k, ok := cmd.Body.(*KeepAliveMany); decErr == nil && ok {
+		for _, id := range k.IDs {
+			li, err := s.LeaseInfo(id, false, cmdNow)
+			kam = append(kam, kamLease{err == nil && !li.Anonymous, func() int64 {
+				if err != nil {
+					return 0
+				}
+				return li.TTL
+			}()})
+		}
+	}
 	if decErr == nil && cmd.Now < prevNow {
 		cov.rewound++
 	}
@@ -119,6 +226,12 @@ func checkStep(s *State, entry []byte, cov *coverage, m *idemModel) error {
 	if err := m.matches(s); err != nil {
 		return err
 	}
+	if err := cm.step(s, r); err != nil {
+		return err
+	}
+	if decErr == nil && cmd.Op == OpKeepAliveMany && r.Err != nil && !errors.Is(r.Err, ErrIdempotencyConflict) {
+		return fmt.Errorf("keepalive_many failed: %v", r.Err)
+	}
 
 	// The clock: max(stamp, previous); untouched by undecodable entries.
 	wantNow := prevNow
@@ -137,9 +250,13 @@ func checkStep(s *State, entry []byte, cov *coverage, m *idemModel) error {
 			return fmt.Errorf("%v (err %v, cached %v) produced output or moved the revision: %+v", cmd.Op, r.Err, r.Cached, r)
 		}
 		// Nothing but the clock changed: the state equals the previous one
-		// after a tick at the same stamp.
+		// after a tick at the same stamp. The change log is left out of the
+		// comparison (writing it out at every failed step made this test
+		// quadratic in the log's length): cm.step above has checked its
+		// events against the model, which adds nothing for this step, and
+		// its floor and length are compared below.
 		var buf bytes.Buffer
-		if _, err := before.WriteTo(&buf); err != nil {
+		if _, err := withoutChangeLog(before).WriteTo(&buf); err != nil {
 			return err
 		}
 		want := New()
@@ -149,8 +266,17 @@ func checkStep(s *State, entry []byte, cov *coverage, m *idemModel) error {
 		if decErr == nil {
 			want.ApplyCommand(Command{Op: OpExpire, Now: cmd.Now, Body: &Expire{}})
 		}
-		if !bytes.Equal(snapBytes(s), snapBytes(want)) {
+		var got bytes.Buffer
+		if _, err := withoutChangeLog(s.Snapshot()).WriteTo(&got); err != nil {
+			return err
+		}
+		if !bytes.Equal(got.Bytes(), snapBytes(want)) {
 			return fmt.Errorf("%v (err %v, cached %v) changed the state", cmd.Op, r.Err, r.Cached)
+		}
+		// Nor trimmed the log (a tick does not either).
+		if s.CompactRevision() != before.compactRev || s.changes.Len() != before.changes.Len() {
+			return fmt.Errorf("%v (err %v, cached %v) changed the change log: floor %d -> %d, %d -> %d events",
+				cmd.Op, r.Err, r.Cached, before.compactRev, s.CompactRevision(), before.changes.Len(), s.changes.Len())
 		}
 		return checkInvariants(s)
 	}
@@ -238,12 +364,39 @@ func checkStep(s *State, entry []byte, cov *coverage, m *idemModel) error {
 		if err := checkTxnStep(s, b, r, prevRev, wantSucceeded, beforeKVs); err != nil {
 			return err
 		}
+	case *KeepAliveMany:
+		want := &schema.LeaseKeepAliveManyReply{Leases: []schema.LeaseKeepAliveReply{}, NotFound: []int64{}}
+		for i, id := range b.IDs {
+			if !kam[i].found {
+				want.NotFound = append(want.NotFound, id)
+				continue
+			}
+			ttl := kam[i].ttl
+			want.Leases = append(want.Leases, schema.LeaseKeepAliveReply{ID: id, TTL: ttl, RemainingTTL: ttl, RemainingMS: ttl * 1000})
+			if li, err := s.LeaseInfo(id, false, now); err != nil || li.RemainingMS != ttl*1000 || li.TTL != ttl {
+				return fmt.Errorf("keepalive_many of %d with ttl %d: lease now %+v, %v", id, ttl, li, err)
+			}
+		}
+		if !reflect.DeepEqual(r.Reply, want) {
+			return fmt.Errorf("keepalive_many %v: reply %+v, want %+v", b.IDs, r.Reply, want)
+		}
+		if len(r.Events) != 0 || s.Revision() != prevRev {
+			return fmt.Errorf("%v changed keys", cmd.Op)
+		}
 	case *Grant, *KeepAlive, *Limits:
 		if len(r.Events) != 0 || s.Revision() != prevRev {
 			return fmt.Errorf("%v changed keys", cmd.Op)
 		}
 	}
 	return checkInvariants(s)
+}
+
+// withoutChangeLog is a snapshot as it would be with its change history
+// dropped: no events, the floor at the revision.
+func withoutChangeLog(sn *Snapshot) *Snapshot {
+	c := *sn
+	c.changes, c.compactRev = newChangeLog(), sn.revision
+	return &c
 }
 
 func snapBytes(s *State) []byte {

@@ -9,6 +9,8 @@ import (
 	"io"
 
 	"github.com/google/btree"
+
+	"github.com/concord-io/concord/schema"
 )
 
 // SnapshotFormat names the snapshot encoding; SnapshotVersion is bumped on
@@ -16,7 +18,7 @@ import (
 // (fsm/testdata holds a golden file per version).
 const (
 	SnapshotFormat  = "concord.fsm"
-	SnapshotVersion = 2
+	SnapshotVersion = 3
 )
 
 // ErrBadSnapshot reports a snapshot that cannot be restored.
@@ -29,6 +31,8 @@ type Snapshot struct {
 	leases      *btree.BTreeG[*lease]
 	idem        *btree.BTreeG[*idemEntry] // by insertion order
 	idemSeq     uint64
+	changes     *btree.BTreeG[*change]
+	compactRev  int64
 	revision    int64
 	nextLeaseID int64
 	now         int64
@@ -47,6 +51,14 @@ type snapshotHeader struct {
 	// Since version 2: the idempotency cache.
 	Idempotency    int    `json:"idempotency,omitempty"`
 	IdempotencySeq uint64 `json:"idempotency_seq,omitempty"`
+	// Since version 3: the change log and its floor.
+	Changes         int   `json:"changes,omitempty"`
+	CompactRevision int64 `json:"compact_revision,omitempty"`
+}
+
+type snapshotChange struct {
+	Now   int64        `json:"now"`
+	Event schema.Event `json:"event"`
 }
 
 type snapshotIdem struct {
@@ -83,6 +95,8 @@ func (s *State) Snapshot() *Snapshot {
 		leases:      s.leases.Clone(),
 		idem:        s.idemBySeq.Clone(),
 		idemSeq:     s.idemSeq,
+		changes:     s.changes.Clone(),
+		compactRev:  s.compactRevision,
 		revision:    s.revision,
 		nextLeaseID: s.nextLeaseID,
 		now:         s.now,
@@ -102,6 +116,7 @@ func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
 		Revision: sn.revision, NextLeaseID: sn.nextLeaseID, Now: sn.now, Limits: sn.limits,
 		Leases: sn.leases.Len(), Keys: sn.kv.Len(),
 		Idempotency: sn.idem.Len(), IdempotencySeq: sn.idemSeq,
+		Changes: sn.changes.Len(), CompactRevision: sn.compactRev,
 	})
 	sn.leases.Ascend(func(l *lease) bool {
 		err = enc.Encode(snapshotLease{l.id, l.ttl, l.deadline, l.grantedRevision, l.anonymous, l.metadata})
@@ -116,6 +131,12 @@ func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	if err == nil {
 		sn.idem.Ascend(func(e *idemEntry) bool {
 			err = enc.Encode(snapshotIdem{e.key, hex.EncodeToString(e.hash[:]), e.revision, e.seq, e.reply})
+			return err == nil
+		})
+	}
+	if err == nil {
+		sn.changes.Ascend(func(c *change) bool {
+			err = enc.Encode(snapshotChange{c.now, c.event})
 			return err == nil
 		})
 	}
@@ -195,6 +216,45 @@ func readSnapshot(r io.Reader) (*State, error) {
 		}
 		if _, dup := s.idemBySeq.ReplaceOrInsert(e); dup {
 			return nil, fmt.Errorf("%w: idempotency sequence %d appears twice", ErrBadSnapshot, e.seq)
+		}
+	}
+	// Snapshots before version 3 carry no change log: the history before
+	// them is unknown, so the floor is the snapshot's revision.
+	s.compactRevision = h.CompactRevision
+	if h.Version < 3 {
+		s.compactRevision = h.Revision
+	}
+	if s.compactRevision < 0 || s.compactRevision > s.revision {
+		return nil, fmt.Errorf("%w: compact revision %d outside 0..%d", ErrBadSnapshot, s.compactRevision, s.revision)
+	}
+	// The log must be what Apply leaves: every revision above the floor,
+	// each numbered from op_index 0 without gaps, times never going back
+	// or past the state's clock. A hole would let a reader skip events
+	// without ever being told the log was compacted.
+	var prev *change
+	for i := 0; i < h.Changes; i++ {
+		var sc snapshotChange
+		if err := dec.Decode(&sc); err != nil {
+			return nil, fmt.Errorf("%w: change %d of %d: %v", ErrBadSnapshot, i+1, h.Changes, err)
+		}
+		c := &change{event: sc.Event, now: sc.Now}
+		next := c.event.Revision == s.compactRevision+1 && c.event.OpIndex == 0
+		if prev != nil {
+			next = (c.event.Revision == prev.event.Revision && c.event.OpIndex == prev.event.OpIndex+1) ||
+				(c.event.Revision == prev.event.Revision+1 && c.event.OpIndex == 0)
+		}
+		if !next || c.event.Revision > s.revision || c.event.Key == "" || c.now > s.now || (prev != nil && c.now < prev.now) {
+			return nil, fmt.Errorf("%w: change %d of %d (revision %d, op %d, time %d) breaks the log's order or range", ErrBadSnapshot, i+1, h.Changes, c.event.Revision, c.event.OpIndex, c.now)
+		}
+		s.changes.ReplaceOrInsert(c)
+		prev = c
+	}
+	if last := int64(0); s.compactRevision < s.revision {
+		if prev != nil {
+			last = prev.event.Revision
+		}
+		if last != s.revision {
+			return nil, fmt.Errorf("%w: the change log ends at revision %d, not at the state's %d", ErrBadSnapshot, last, s.revision)
 		}
 	}
 	var lonely error

@@ -20,10 +20,12 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // The golden files: v1 was written by the first release of the format and
-// must restore in every later version; v2 adds the idempotency cache.
+// must restore in every later version; v2 adds the idempotency cache; v3
+// adds the change log and its floor.
 const (
 	goldenV1 = "testdata/snapshot-v1.golden"
 	goldenV2 = "testdata/snapshot-v2.golden"
+	goldenV3 = "testdata/snapshot-v3.golden"
 )
 
 // goldenSteps is the fixed command sequence behind snapshot-v1.golden. Its
@@ -63,6 +65,33 @@ func goldenStepsV2() []step {
 	)
 }
 
+// goldenStepsV3 extends the v2 sequence with a keyed KeepAliveMany and
+// writes under limits small enough that the change log drops its oldest
+// revisions by age and by count. The end state is spelled out by hand in
+// TestSnapshotGoldenV3Restore.
+func goldenStepsV3() []step {
+	return append(goldenStepsV2(),
+		// Renews 7 and 1; 42 was never granted, 9 is anonymous.
+		step{t0 + 5_300, Command{Op: OpKeepAliveMany, IdempotencyKey: "client-1:req-3", Body: &KeepAliveMany{IDs: []int64{7, 42, 1, 9}}}},
+		step{t0 + 5_400, &Limits{MaxLeases: 1000, MaxKeysPerLease: 100, ChangesMax: 6, ChangesMaxAgeMS: 4_000}},
+		// rev 13: revisions 1..8 (stamped before t0+1_500) are too old.
+		step{t0 + 5_500, &Put{Key: "v3.a", Value: val(`{"n":3,"s":"<&>"}`)}},
+		// rev 14, two events: 7 events, so revision 9 goes.
+		step{t0 + 5_600, &Revoke{ID: 1}},
+		// rev 15, two events: 8 events, so revisions 10 and 11 go.
+		step{t0 + 5_700, &Delete{Key: "idem.", IsPrefix: true}},
+	)
+}
+
+// dropChangeHistory makes s what restoring a snapshot of it without a
+// change log (versions 1 and 2) gives: no events, the floor at the
+// revision.
+func dropChangeHistory(s *State) *State {
+	s.changes = newChangeLog()
+	s.compactRevision = s.Revision()
+	return s
+}
+
 func goldenState(t testing.TB) *State {
 	s := New()
 	run(t, s, goldenSteps()...)
@@ -80,37 +109,50 @@ func readGoldenFile(t testing.TB, path string) []byte {
 	return data
 }
 
-// The snapshot of the v2 golden sequence is byte for byte the v2 golden
+// The snapshot of the v3 golden sequence is byte for byte the v3 golden
 // file: the current encoding has not changed. If it must change, bump
 // SnapshotVersion, add a new golden file, and keep the old ones and their
-// restore tests.
+// restore tests. -update rewrites only the current version's file.
 func TestSnapshotGoldenWrite(t *testing.T) {
 	s := New()
-	run(t, s, goldenStepsV2()...)
+	run(t, s, goldenStepsV3()...)
 	got := snap(t, s)
 	if *update {
-		if err := os.MkdirAll(filepath.Dir(goldenV2), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(goldenV3), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(goldenV2, got, 0o644); err != nil {
+		if err := os.WriteFile(goldenV3, got, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("wrote %s", goldenV2)
+		t.Logf("wrote %s", goldenV3)
 	}
-	if want := readGoldenFile(t, goldenV2); !bytes.Equal(got, want) {
-		t.Fatalf("snapshot differs from %s:\ngot:\n%s\nwant:\n%s", goldenV2, got, want)
+	if want := readGoldenFile(t, goldenV3); !bytes.Equal(got, want) {
+		t.Fatalf("snapshot differs from %s:\ngot:\n%s\nwant:\n%s", goldenV3, got, want)
 	}
+	eq(t, "golden file of the current version", SnapshotVersion, 3)
 }
 
 // The v2 golden restores with its idempotency cache: a retry gets the
 // remembered reply and changes nothing, a reused key with another request
-// is refused, and the file writes back to the same bytes.
+// is refused, and the file writes back as the current version of the state
+// the v2 steps build, less the change history it did not carry.
 func TestSnapshotGoldenV2Restore(t *testing.T) {
 	data := readGoldenFile(t, goldenV2)
 	s := restored(t, data)
 	eq(t, "revision", s.Revision(), int64(12))
 	eq(t, "idempotency entries", s.IdempotencyCount(), 2)
-	eq(t, "rewritten", string(snap(t, s)), string(data))
+	eq(t, "limits", s.Limits(), Limits{MaxLeases: 1000, MaxKeysPerLease: 100, IdempotencyEntries: 100_000, IdempotencyRevisions: 10_000,
+		ChangesMax: 1_000_000, ChangesMaxAgeMS: 86_400_000})
+	built := New()
+	run(t, built, goldenStepsV2()...)
+	eq(t, "rewritten", string(snap(t, s)), string(snap(t, dropChangeHistory(built))))
+	eq(t, "digest", stateDigest(s), stateDigest(built))
+	// No change log: the history before the snapshot is unknown.
+	eq(t, "floor", s.CompactRevision(), int64(12))
+	checkChangeLog(t, s, nil)
+	for _, pos := range [][2]int64{{0, -1}, {11, -1}, {11, 0}, {12, 0}} {
+		mustCompacted(t, s, pos[0], int(pos[1]))
+	}
 
 	steps := goldenStepsV2()
 	retry := steps[len(steps)-1].body.(Command)
@@ -126,6 +168,96 @@ func TestSnapshotGoldenV2Restore(t *testing.T) {
 	if r := s.ApplyCommand(other); !errors.Is(r.Err, ErrIdempotencyConflict) {
 		t.Fatalf("reused key with another request: %+v", r)
 	}
+	checkChangeLog(t, s, nil)
+	// The log starts at the floor.
+	r = mustApply(t, s, t0+6_100, &Put{Key: "after", Value: val(`1`)})
+	checkChangeLog(t, s, r.Events)
+	eq(t, "read from the floor", changesFrom(t, s, 12, -1, 10).Events, r.Events)
+}
+
+// The v3 golden restores with its change log and its floor, exactly as
+// written down here, answers Changes from it, remembers the KeepAliveMany
+// reply, and writes back to the same bytes.
+func TestSnapshotGoldenV3Restore(t *testing.T) {
+	data := readGoldenFile(t, goldenV3)
+	s := restored(t, data)
+	const now = t0 + 5_700
+	eq(t, "revision", s.Revision(), int64(15))
+	eq(t, "now", s.Now(), int64(now))
+	eq(t, "limits", s.Limits(), Limits{MaxLeases: 1000, MaxKeysPerLease: 100, IdempotencyEntries: 100_000, IdempotencyRevisions: 10_000,
+		ChangesMax: 6, ChangesMaxAgeMS: 4_000})
+	eq(t, "rewritten", string(snap(t, s)), string(data))
+	built := New()
+	run(t, built, goldenStepsV3()...)
+	eq(t, "digest", stateDigest(s), stateDigest(built))
+	if err := checkInvariants(s); err != nil {
+		t.Fatal(err)
+	}
+
+	// The change log: revisions 12..15, six events; 1..11 are compacted.
+	eq(t, "floor", s.CompactRevision(), int64(11))
+	put := func(key, value string, rev, create, version int64, ms int64) loggedEvent {
+		return loggedEvent{schema.Event{Type: schema.EventPut, Key: key, Value: val(value), Revision: rev, CreateRevision: create,
+			ModRevision: rev, Version: version, Cause: schema.CausePut}, t0 + ms}
+	}
+	del := func(key string, rev int64, op int, lease int64, cause string, ms int64) loggedEvent {
+		return loggedEvent{deleteEvent(key, rev, op, lease, cause), t0 + ms}
+	}
+	want := []loggedEvent{
+		put("idem.b", `"<b>"`, 12, 12, 1, 5_200),
+		put("v3.a", `{"n":3,"s":"<&>"}`, 13, 13, 1, 5_500),
+		del("svc.api.n1", 14, 0, 1, schema.CauseLeaseRevoked, 5_600),
+		del("svc.api.n2", 14, 1, 1, schema.CauseLeaseRevoked, 5_600),
+		del("idem.a", 15, 0, 0, schema.CauseDelete, 5_700),
+		del("idem.b", 15, 1, 0, schema.CauseDelete, 5_700),
+	}
+	eq(t, "change log", loggedEvents(s), want)
+	var wantEvents []schema.Event
+	for _, w := range want {
+		wantEvents = append(wantEvents, w.event)
+	}
+	checkChangeLog(t, s, wantEvents)
+
+	// Changes answers from it.
+	r := changesFrom(t, s, 11, -1, 100)
+	eq(t, "all", r.Events, wantEvents)
+	eq(t, "all: next", [3]any{r.NextRevision, r.NextOpIndex, r.More}, [3]any{int64(15), -1, false})
+	eq(t, "all: floor", r.CompactRevision, int64(11))
+	r = changesFrom(t, s, 14, 0, 2)
+	eq(t, "after (14, 0), two", r.Events, wantEvents[3:5])
+	eq(t, "after (14, 0), two: next", [3]any{r.NextRevision, r.NextOpIndex, r.More}, [3]any{int64(15), 0, true})
+	r = changesFrom(t, s, 13, -1, 2)
+	eq(t, "after 13, two: the whole of revision 14", r.Events, wantEvents[2:4])
+	eq(t, "after 13, two: next", [3]any{r.NextRevision, r.NextOpIndex, r.More}, [3]any{int64(14), -1, true})
+	r, err := s.Changes(ChangesQuery{Key: "idem.b", AfterRevision: 11, AfterOpIndex: -1, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "idem.b", r.Events, []schema.Event{wantEvents[0], wantEvents[5]})
+	r, err = s.Changes(ChangesQuery{Key: "svc.", IsPrefix: true, AfterRevision: 11, AfterOpIndex: -1, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "svc.", r.Events, wantEvents[2:4])
+	for _, pos := range [][2]int64{{0, -1}, {10, -1}, {10, 5}, {11, 0}} {
+		mustCompacted(t, s, pos[0], int(pos[1]))
+	}
+
+	// The leases the KeepAliveMany renewed, and its remembered reply.
+	eq(t, "lease 7 deadline", s.getLease(7).deadline, int64(t0+5_300+60_000))
+	leaseGone(t, s, 1)
+	retry := goldenStepsV3()[len(goldenStepsV2())].body.(Command)
+	retry.Now = t0 + 6_000
+	cr := mustCached(t, s, t0+6_000, retry, []byte(`{"leases":[{"id":7,"ttl":60,"remaining_ttl":60,"remaining_ms":60000},{"id":1,"ttl":10,"remaining_ttl":10,"remaining_ms":10000}],"not_found":[42,9]}`))
+	eq(t, "cached: no events", len(cr.Events), 0)
+	eq(t, "lease 7 not renewed again", s.getLease(7).deadline, int64(t0+5_300+60_000))
+	eq(t, "log after the retry", loggedEvents(s), want)
+
+	// The restored state keeps the log going under its limits: one more
+	// event, and revision 12 goes.
+	r2 := mustApply(t, s, t0+6_100, &Put{Key: "v3.b", Value: val(`2`)})
+	checkChangeLog(t, s, append(wantEvents[1:], r2.Events...))
+	eq(t, "floor after one more", s.CompactRevision(), int64(12))
 }
 
 // Restoring the golden file gives exactly the state written down here.
@@ -136,8 +268,9 @@ func TestSnapshotGoldenRestore(t *testing.T) {
 
 	eq(t, "revision", s.Revision(), int64(10))
 	eq(t, "now", s.Now(), int64(now))
-	// v1 had no idempotency limits: the defaults apply.
-	eq(t, "limits", s.Limits(), Limits{MaxLeases: 1000, MaxKeysPerLease: 100, IdempotencyEntries: 100_000, IdempotencyRevisions: 10_000})
+	// v1 had no idempotency or change-log limits: the defaults apply.
+	eq(t, "limits", s.Limits(), Limits{MaxLeases: 1000, MaxKeysPerLease: 100, IdempotencyEntries: 100_000, IdempotencyRevisions: 10_000,
+		ChangesMax: 1_000_000, ChangesMaxAgeMS: 86_400_000})
 	e, a := s.LeaseCount()
 	eq(t, "lease count", [2]int64{e, a}, [2]int64{2, 1})
 
@@ -183,8 +316,15 @@ func TestSnapshotGoldenRestore(t *testing.T) {
 	if err := checkInvariants(s); err != nil {
 		t.Fatal(err)
 	}
-	// The restored file writes back as the current version of the same state.
-	eq(t, "rewritten", string(snap(t, s)), string(snap(t, goldenState(t))))
+	// The restored file writes back as the current version of the same
+	// state, less the change history v1 did not carry: the floor is the
+	// snapshot's revision.
+	eq(t, "rewritten", string(snap(t, s)), string(snap(t, dropChangeHistory(goldenState(t)))))
+	eq(t, "floor", s.CompactRevision(), int64(10))
+	checkChangeLog(t, s, nil)
+	mustCompacted(t, s, 9, -1)
+	mustCompacted(t, s, 10, 0)
+	eq(t, "read from the floor", changesFrom(t, s, 10, -1, 10), &schema.KVChangesReply{Events: []schema.Event{}, NextRevision: 10, NextOpIndex: -1, CompactRevision: 10})
 
 	// The id counter: the next auto id is 11, above every id ever used.
 	r := mustApply(t, s, now, &Grant{TTL: 1})
@@ -195,6 +335,9 @@ func TestSnapshotGoldenRestore(t *testing.T) {
 	eq(t, "not early", len(r.Expired), 0)
 	r = mustApply(t, s, t0+10_001, &Expire{IDs: []int64{1}})
 	eq(t, "expired", checkEvents(t, r.Events, 11, schema.EventDelete, schema.CauseLeaseExpired), []string{"svc.api.n1", "svc.api.n2"})
+	// The change log starts with the events after the snapshot.
+	checkChangeLog(t, s, r.Events)
+	eq(t, "floor", s.CompactRevision(), int64(10))
 }
 
 // mutateLine applies f to line i (0 = header) of a snapshot.
@@ -213,8 +356,85 @@ func replace(old, new string) func(string) string {
 	}
 }
 
-func goldenLines(t testing.TB) []string {
-	return strings.Split(strings.TrimSuffix(string(readGolden(t)), "\n"), "\n")
+func goldenLines(t testing.TB) []string { return goldenLinesOf(t, goldenV1) }
+
+func goldenLinesOf(t testing.TB, path string) []string {
+	return strings.Split(strings.TrimSuffix(string(readGoldenFile(t, path)), "\n"), "\n")
+}
+
+type badSnapshot struct {
+	name string
+	data []byte
+}
+
+// badV3Snapshots are broken versions of the v3 golden file: its change
+// lines out of order, duplicated, at or below the floor, above the
+// revision, miscounted or malformed, the floor out of range, and every
+// truncation.
+func badV3Snapshots(t testing.TB) []badSnapshot {
+	golden := readGoldenFile(t, goldenV3)
+	lines := goldenLinesOf(t, goldenV3)
+	// Lines: 0 header, 1..2 leases 7, 9, 3..6 keys, 7..9 idempotency
+	// entries, 10..15 changes at (12,0) (13,0) (14,0) (14,1) (15,0) (15,1).
+	if len(lines) != 16 || !strings.Contains(lines[10], `"revision":12,"op_index":0`) || !strings.Contains(lines[15], `"revision":15,"op_index":1`) {
+		t.Fatalf("unexpected v3 golden layout:\n%s", golden)
+	}
+	join := func(ls ...string) []byte { return []byte(strings.Join(ls, "\n") + "\n") }
+	with := func(changes ...string) []byte { return join(append(append([]string{}, lines[:10]...), changes...)...) }
+	hdr := func(f func(string) string) []byte {
+		return join(append([]string{f(lines[0])}, lines[1:]...)...)
+	}
+	c := lines[10:]
+	cases := []badSnapshot{
+		{"v3: version 4", hdr(replace(`"version":3`, `"version":4`))},
+		{"v3: two changes swapped", with(c[0], c[2], c[1], c[3], c[4], c[5])},
+		{"v3: op_indexes of a revision swapped", with(c[0], c[1], c[3], c[2], c[4], c[5])},
+		{"v3: duplicate change", with(c[0], c[1], c[2], c[2], c[4], c[5])},
+		{"v3: duplicate change, counted", join(append(append([]string{replace(`"changes":6`, `"changes":7`)(lines[0])}, lines[1:13]...), c[2], c[3], c[4], c[5])...)},
+		{"v3: change at the floor", with(replace(`"revision":12,`, `"revision":11,`)(c[0]), c[1], c[2], c[3], c[4], c[5])},
+		{"v3: change below the floor", with(replace(`"revision":12,`, `"revision":3,`)(c[0]), c[1], c[2], c[3], c[4], c[5])},
+		{"v3: change above the revision", with(c[0], c[1], c[2], c[3], c[4], replace(`"revision":15,`, `"revision":16,`)(c[5]))},
+		{"v3: compact_revision above the revision", hdr(replace(`"compact_revision":11`, `"compact_revision":16`))},
+		{"v3: compact_revision above the revision, no changes", join(replace(`"changes":6,"compact_revision":11`, `"compact_revision":16`)(lines[0]), lines[1], lines[2], lines[3], lines[4], lines[5], lines[6], lines[7], lines[8], lines[9])},
+		{"v3: negative compact_revision", hdr(replace(`"compact_revision":11`, `"compact_revision":-1`))},
+		{"v3: compact_revision as string", hdr(replace(`"compact_revision":11`, `"compact_revision":"11"`))},
+		{"v3: one change more announced", hdr(replace(`"changes":6`, `"changes":7`))},
+		{"v3: one change fewer announced", hdr(replace(`"changes":6`, `"changes":5`))},
+		{"v3: negative change count", hdr(replace(`"changes":6`, `"changes":-1`))},
+		{"v3: unknown change field", with(c[0], c[1], c[2], c[3], c[4], replace(`{"now"`, `{"term":3,"now"`)(c[5]))},
+		{"v3: unknown event field", with(c[0], c[1], c[2], c[3], c[4], replace(`"type":"delete"`, `"type":"delete","prev":1`)(c[5]))},
+		{"v3: change without a key", with(c[0], c[1], c[2], c[3], c[4], replace(`"key":"idem.b",`, ``)(c[5]))},
+		{"v3: change line null", with(c[0], c[1], c[2], c[3], c[4], "null")},
+		{"v3: change line as array", with(c[0], c[1], c[2], c[3], c[4], "[15,1]")},
+		{"v3: key line where a change is due", with(c[0], c[1], c[2], c[3], c[4], lines[3])},
+		{"v3: change line where an idempotency entry is due", join(append(append([]string{}, lines[:9]...), c[0], lines[9], c[1], c[2], c[3], c[4], c[5])...)},
+		{"v3: extra change line", append(append([]byte{}, golden...), c[5]+"\n"...)},
+		// A version 2 snapshot has no change log: its floor is its
+		// revision, so no change line fits.
+		{"v2 header with a change", join(append([]string{replace(`"version":3`, `"version":2`)(lines[0])}, lines[1:]...)...)},
+	}
+	// Truncations: at every byte of the header and of the change lines
+	// (what version 3 added), and around every line end before them (the
+	// v1 golden is truncated at every byte in TestRestoreRejectsBadSnapshots).
+	header, changesAt := len(lines[0])+1, len(golden)
+	for _, l := range c {
+		changesAt -= len(l) + 1
+	}
+	end := 0
+	for _, l := range lines[:10] {
+		end += len(l) + 1
+		cases = append(cases, badSnapshot{fmt.Sprintf("v3 truncated to %d bytes", end-2), golden[:end-2]},
+			badSnapshot{fmt.Sprintf("v3 truncated to %d bytes", end-1), golden[:end-1]})
+		if end < len(golden)-1 {
+			cases = append(cases, badSnapshot{fmt.Sprintf("v3 truncated to %d bytes", end+1), golden[:end+1]})
+		}
+	}
+	for n := 0; n < len(golden)-1; n++ {
+		if n < header || n >= changesAt {
+			cases = append(cases, badSnapshot{fmt.Sprintf("v3 truncated to %d bytes", n), golden[:n]})
+		}
+	}
+	return cases
 }
 
 // Broken snapshots are refused with ErrBadSnapshot and leave the state as
@@ -228,10 +448,7 @@ func TestRestoreRejectsBadSnapshots(t *testing.T) {
 		t.Fatalf("unexpected golden layout:\n%s", golden)
 	}
 	join := func(ls ...string) []byte { return []byte(strings.Join(ls, "\n") + "\n") }
-	cases := []struct {
-		name string
-		data []byte
-	}{
+	cases := []badSnapshot{
 		{"empty", nil},
 		{"not JSON", []byte("concord snapshot\n")},
 		{"only whitespace", []byte("\n\n")},
@@ -240,7 +457,7 @@ func TestRestoreRejectsBadSnapshots(t *testing.T) {
 		{"wrong format", mutateLine(golden, 0, replace(`"concord.fsm"`, `"concord.kv"`))},
 		{"no format", mutateLine(golden, 0, replace(`"format":"concord.fsm",`, ``))},
 		{"version 0", mutateLine(golden, 0, replace(`"version":1`, `"version":0`))},
-		{"version 3", mutateLine(golden, 0, replace(`"version":1`, `"version":3`))},
+		{"version 4", mutateLine(golden, 0, replace(`"version":1`, `"version":4`))},
 		{"no version", mutateLine(golden, 0, replace(`"version":1,`, ``))},
 		{"negative version", mutateLine(golden, 0, replace(`"version":1`, `"version":-1`))},
 		{"version as string", mutateLine(golden, 0, replace(`"version":1`, `"version":"1"`))},
@@ -268,16 +485,16 @@ func TestRestoreRejectsBadSnapshots(t *testing.T) {
 	}
 	// Every truncation but the final newline's.
 	for n := 0; n < len(golden)-1; n++ {
-		cases = append(cases, struct {
-			name string
-			data []byte
-		}{fmt.Sprintf("truncated to %d bytes", n), golden[:n]})
+		cases = append(cases, badSnapshot{fmt.Sprintf("truncated to %d bytes", n), golden[:n]})
 	}
+
+	cases = append(cases, badV3Snapshots(t)...)
 
 	s := goldenState(t)
 	mustApply(t, s, s.Now(), &Put{Key: "after.golden", Value: val(`1`), TTL: 3})
 	before := snap(t, s)
 	digest := stateDigest(s)
+	log := loggedEvents(s)
 	for _, c := range cases {
 		err := s.Restore(bytes.NewReader(c.data))
 		if !errors.Is(err, ErrBadSnapshot) {
@@ -287,6 +504,7 @@ func TestRestoreRejectsBadSnapshots(t *testing.T) {
 			t.Fatalf("%s: a failed restore changed the state", c.name)
 		}
 	}
+	eq(t, "change log after the failed restores", loggedEvents(s), log)
 	// The state is still usable.
 	mustApply(t, s, s.Now(), &Revoke{ID: 1})
 	if err := checkInvariants(s); err != nil {
@@ -296,22 +514,34 @@ func TestRestoreRejectsBadSnapshots(t *testing.T) {
 
 // A read error part-way is reported as a bad snapshot, state unchanged.
 func TestRestoreReadError(t *testing.T) {
-	golden := readGolden(t)
-	s := New()
-	run(t, s, step{t0, &Put{Key: "keep", Value: val(`1`)}})
-	before := snap(t, s)
-	for _, n := range []int{0, 50, len(golden) / 2, len(golden) - 2} {
-		r := io.MultiReader(bytes.NewReader(golden[:n]), iotest.ErrReader(errors.New("disk on fire")))
-		if err := s.Restore(r); !errors.Is(err, ErrBadSnapshot) || !strings.Contains(err.Error(), "disk on fire") {
-			t.Fatalf("after %d bytes: %v", n, err)
+	v3 := New()
+	run(t, v3, goldenStepsV3()...)
+	for _, g := range []struct {
+		path string
+		want *State // what the file restores to
+	}{
+		{goldenV1, dropChangeHistory(goldenState(t))},
+		{goldenV3, v3},
+	} {
+		golden := readGoldenFile(t, g.path)
+		s := New()
+		run(t, s, step{t0, &Put{Key: "keep", Value: val(`1`)}})
+		before := snap(t, s)
+		// The v3 file's change lines come last: 200 bytes before the end
+		// is inside them.
+		for _, n := range []int{0, 50, len(golden) / 2, len(golden) - 200, len(golden) - 2} {
+			r := io.MultiReader(bytes.NewReader(golden[:n]), iotest.ErrReader(errors.New("disk on fire")))
+			if err := s.Restore(r); !errors.Is(err, ErrBadSnapshot) || !strings.Contains(err.Error(), "disk on fire") {
+				t.Fatalf("%s after %d bytes: %v", g.path, n, err)
+			}
+			eq(t, "state", string(snap(t, s)), string(before))
 		}
-		eq(t, "state", string(snap(t, s)), string(before))
+		// One byte at a time is fine.
+		if err := s.Restore(iotest.OneByteReader(bytes.NewReader(golden))); err != nil {
+			t.Fatal(err)
+		}
+		eq(t, "restored "+g.path, string(snap(t, s)), string(snap(t, g.want)))
 	}
-	// One byte at a time is fine.
-	if err := s.Restore(iotest.OneByteReader(bytes.NewReader(golden))); err != nil {
-		t.Fatal(err)
-	}
-	eq(t, "restored", string(snap(t, s)), string(snap(t, goldenState(t))))
 }
 
 type failingWriter struct {
@@ -362,7 +592,7 @@ func TestSnapshotLayout(t *testing.T) {
 	}
 	eq(t, "header", h, snapshotHeader{Format: SnapshotFormat, Version: 1, Revision: 10, NextLeaseID: 11,
 		Now: t0 + 5_000, Limits: Limits{MaxLeases: 1000, MaxKeysPerLease: 100}, Leases: 3, Keys: 5})
-	eq(t, "format constants", [2]any{SnapshotFormat, SnapshotVersion}, [2]any{"concord.fsm", 2})
+	eq(t, "format constants", [2]any{SnapshotFormat, SnapshotVersion}, [2]any{"concord.fsm", 3})
 	var ids []int64
 	for _, l := range lines[1:4] {
 		var sl snapshotLease
@@ -385,6 +615,36 @@ func TestSnapshotLayout(t *testing.T) {
 	// not escaped.
 	if !strings.HasPrefix(lines[8], `{"key":"tmp.x","value":{"note":"<&>"},`) || !strings.Contains(lines[1], `"metadata":{"owner":"svc <api> & co"}`) {
 		t.Fatalf("lines:\n%s\n%s", lines[1], lines[8])
+	}
+}
+
+// Version 3 adds the change log: after the idempotency entries, one line
+// per event in (revision, op_index) order with the lease-clock time it was
+// recorded at, and the floor and the event count in the header.
+func TestSnapshotLayoutV3(t *testing.T) {
+	lines := goldenLinesOf(t, goldenV3)
+	var h snapshotHeader
+	if err := json.Unmarshal([]byte(lines[0]), &h); err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "header", h, snapshotHeader{Format: SnapshotFormat, Version: 3, Revision: 15, NextLeaseID: 11, Now: t0 + 5_700,
+		Limits: Limits{MaxLeases: 1000, MaxKeysPerLease: 100, IdempotencyEntries: 100_000, IdempotencyRevisions: 10_000, ChangesMax: 6, ChangesMaxAgeMS: 4_000},
+		Leases: 2, Keys: 4, Idempotency: 3, IdempotencySeq: 3, Changes: 6, CompactRevision: 11})
+	eq(t, "lines", len(lines), 1+2+4+3+6)
+	var got [][3]int64
+	for _, l := range lines[10:] {
+		var sc snapshotChange
+		dec := json.NewDecoder(strings.NewReader(l))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&sc); err != nil {
+			t.Fatalf("%s: %v", l, err)
+		}
+		got = append(got, [3]int64{sc.Event.Revision, int64(sc.Event.OpIndex), sc.Now})
+	}
+	eq(t, "change lines", got, [][3]int64{{12, 0, t0 + 5_200}, {13, 0, t0 + 5_500}, {14, 0, t0 + 5_600}, {14, 1, t0 + 5_600}, {15, 0, t0 + 5_700}, {15, 1, t0 + 5_700}})
+	// Event values are written as given, not HTML-escaped.
+	if !strings.HasPrefix(lines[11], `{"now":1005500,"event":{"type":"put","key":"v3.a","value":{"n":3,"s":"<&>"},"revision":13,"op_index":0,`) {
+		t.Fatalf("line 11: %s", lines[11])
 	}
 }
 
@@ -472,5 +732,45 @@ func TestRestoreKeepsValuesByteForByte(t *testing.T) {
 	}
 	if got := string(info(t, r, 1).Metadata); got != `{"owner":"billing"}` {
 		t.Errorf("restored metadata %q", got)
+	}
+}
+
+// The change log of a state Apply produced has no holes: every revision
+// above the floor up to the state's revision is there, with op_index 0, 1,
+// 2, ... (every revision has at least one event, and retention drops whole
+// revisions), and its times never decrease nor pass the state's clock.
+// Restore must refuse a log that breaks this, as it refuses other records
+// Apply could not have produced: a reader of a restored replica would skip
+// the missing events without being told (no ErrCompacted), which is what
+// the change log exists to prevent, and retention by age looks only at the
+// oldest event's time.
+func TestRestoreRejectsInconsistentChangeLog(t *testing.T) {
+	lines := goldenLinesOf(t, goldenV3)
+	// 10..15 are the changes (12,0) (13,0) (14,0) (14,1) (15,0) (15,1).
+	c := lines[10:]
+	with := func(n int, changes ...string) []byte {
+		hdr := replace(`"changes":6`, fmt.Sprintf(`"changes":%d`, n))(lines[0])
+		ls := append(append([]string{hdr}, lines[1:10]...), changes...)
+		return []byte(strings.Join(ls, "\n") + "\n")
+	}
+	cases := []badSnapshot{
+		{"the first revision above the floor missing", with(5, c[1], c[2], c[3], c[4], c[5])},
+		{"a revision missing", with(5, c[0], c[2], c[3], c[4], c[5])},
+		{"the last revisions missing", with(4, c[0], c[1], c[2], c[3])},
+		{"every event missing, the floor below the revision", with(0)},
+		{"op_index 0 missing", with(5, c[0], c[1], c[3], c[4], c[5])},
+		{"op_index 1 of 2 missing", with(5, c[0], c[1], c[2], c[3], c[5])},
+		{"op_index gap", with(6, c[0], c[1], c[2], replace(`"op_index":1`, `"op_index":2`)(c[3]), c[4], c[5])},
+		{"negative op_index", with(6, c[0], c[1], replace(`"op_index":0`, `"op_index":-1`)(c[2]), c[3], c[4], c[5])},
+		{"times going back", with(6, c[0], replace(`{"now":1005500`, `{"now":1005100`)(c[1]), c[2], c[3], c[4], c[5])},
+		{"a time after the state's clock", with(6, c[0], c[1], c[2], c[3], c[4], replace(`{"now":1005700`, `{"now":1009999`)(c[5]))},
+	}
+	for _, bc := range cases {
+		t.Run(bc.name, func(t *testing.T) {
+			s := New()
+			if err := s.Restore(bytes.NewReader(bc.data)); !errors.Is(err, ErrBadSnapshot) {
+				t.Errorf("Restore accepted it (err %v): floor %d, revision %d, log %v", err, s.CompactRevision(), s.Revision(), positions(logEvents(s)))
+			}
+		})
 	}
 }

@@ -59,6 +59,10 @@ type State struct {
 	idemByKey *btree.BTreeG[*idemEntry]
 	idemBySeq *btree.BTreeG[*idemEntry]
 	idemSeq   uint64
+	// The change log, by (revision, op_index), and its floor: events at or
+	// below compactRevision are gone.
+	changes         *btree.BTreeG[*change]
+	compactRevision int64
 
 	revision    int64
 	nextLeaseID int64
@@ -100,6 +104,7 @@ func New() *State {
 	return &State{
 		idemByKey:   byKey,
 		idemBySeq:   bySeq,
+		changes:     newChangeLog(),
 		kv:          btree.NewG(btreeDegree, func(a, b *record) bool { return a.key < b.key }),
 		leases:      btree.NewG(btreeDegree, func(a, b *lease) bool { return a.id < b.id }),
 		attached:    btree.NewG(btreeDegree, lessAttachment),
@@ -164,6 +169,9 @@ func (s *State) ApplyCommand(c Command) Result {
 		r = s.applyBody(c.Op, c.Body, s.now)
 	}
 	s.pruneIdempotency()
+	if len(r.Events) > 0 {
+		s.recordChanges(r.Events, s.now)
+	}
 	return r
 }
 
@@ -182,6 +190,8 @@ func (s *State) applyBody(op Op, body any, now int64) Result {
 		r.Reply, r.Events, r.Err = s.delete(now, b)
 	case *Txn:
 		r.Reply, r.Events, r.Err = s.txn(now, b)
+	case *KeepAliveMany:
+		r.Reply = s.keepAliveMany(now, b)
 	case *Expire:
 		r.Events, r.Expired = s.expire(now, b)
 	case *Limits:
@@ -202,6 +212,12 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.IdempotencyRevisions <= 0 {
 		l.IdempotencyRevisions = DefaultLimits.IdempotencyRevisions
+	}
+	if l.ChangesMax <= 0 {
+		l.ChangesMax = DefaultLimits.ChangesMax
+	}
+	if l.ChangesMaxAgeMS <= 0 {
+		l.ChangesMaxAgeMS = DefaultLimits.ChangesMaxAgeMS
 	}
 	return l
 }

@@ -42,6 +42,10 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		&Expire{IDs: []int64{1, 2, 3}},
 		&Expire{},
 		&Limits{MaxLeases: 5, MaxKeysPerLease: 6},
+		&Limits{MaxLeases: 5, MaxKeysPerLease: 6, IdempotencyEntries: 7, IdempotencyRevisions: 8, ChangesMax: 1 << 40, ChangesMaxAgeMS: 3_600_000},
+		&KeepAliveMany{IDs: []int64{1, 1 << 53, 7, 7}},
+		&KeepAliveMany{IDs: []int64{-3}},
+		&KeepAliveMany{},
 	}
 	for _, b := range bodies {
 		now := int64(1_700_000_000_123)
@@ -59,10 +63,16 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		}
 	}
 	// The op numbers are part of the log format.
-	eq(t, "op numbers", []Op{OpGrant, OpKeepAlive, OpRevoke, OpPut, OpDelete, OpExpire, OpSetLimits}, []Op{1, 2, 3, 4, 5, 6, 7})
+	eq(t, "op numbers", []Op{OpGrant, OpKeepAlive, OpRevoke, OpPut, OpDelete, OpExpire, OpSetLimits, OpTxn, OpKeepAliveMany}, []Op{1, 2, 3, 4, 5, 6, 7, 8, 9})
 	eq(t, "op names", []string{OpGrant.String(), OpKeepAlive.String(), OpRevoke.String(), OpPut.String(),
-		OpDelete.String(), OpExpire.String(), OpSetLimits.String(), Op(9).String()},
-		[]string{"grant", "keepalive", "revoke", "put", "delete", "expire", "set_limits", "op(9)"})
+		OpDelete.String(), OpExpire.String(), OpSetLimits.String(), OpKeepAliveMany.String(), Op(10).String()},
+		[]string{"grant", "keepalive", "revoke", "put", "delete", "expire", "set_limits", "keepalive_many", "op(10)"})
+	// SetLimits carries six varints, in field order.
+	data := encode(t, 0, &Limits{MaxLeases: 1, MaxKeysPerLease: 2, IdempotencyEntries: 3, IdempotencyRevisions: 4, ChangesMax: 5, ChangesMaxAgeMS: 6})
+	eq(t, "set_limits body", data[headerLen:], []byte{2, 4, 6, 8, 10, 12})
+	// KeepAliveMany: a count, then the ids.
+	data = encode(t, 0, &KeepAliveMany{IDs: []int64{1, -1, 64}})
+	eq(t, "keepalive_many body", data[headerLen:], []byte{3, 2, 1, 0x80, 0x01})
 }
 
 func TestEncodeRejectsUnknownBodies(t *testing.T) {
@@ -96,6 +106,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"format 255", append([]byte{255}, grant[1:]...)},
 		{"op 0", append(header(1, 0), grant[headerLen:]...)},
 		{"op 8", append(header(1, 8), grant[headerLen:]...)},
+		{"op 10", append(header(1, 10), grant[headerLen:]...)},
+		{"keepalive_many claiming more ids than bytes", append(header(1, byte(OpKeepAliveMany)), 0xff, 0xff, 0x03, 2, 4)},
 		{"op 255", append(header(1, 255), grant[headerLen:]...)},
 		{"header without body", header(1, byte(OpGrant))},
 		{"expire claiming more ids than bytes", append(header(1, byte(OpExpire)), 0xff, 0xff, 0x03, 2, 4)},
@@ -112,10 +124,18 @@ func TestDecodeErrors(t *testing.T) {
 		&Put{Key: "svc.a", Value: val(`{"addr":"10.0.0.5"}`), Lease: 300, TTL: 0, PrevKV: true},
 		&Delete{Key: "svc.", IsPrefix: true},
 		&Expire{IDs: []int64{300, 301}},
-		&Limits{MaxLeases: 300, MaxKeysPerLease: 300},
+		&Limits{MaxLeases: 300, MaxKeysPerLease: 300, IdempotencyEntries: 300, IdempotencyRevisions: 300, ChangesMax: 300, ChangesMaxAgeMS: 300},
+		&KeepAliveMany{IDs: []int64{300, 301}},
 	} {
 		data := encode(t, later, b)
 		for n := headerLen; n < len(data); n++ {
+			// A set_limits entry written before the idempotency (after 2
+			// fields) or change-log (after 4) limits existed is an older
+			// encoding, not a truncation; TestSetLimitsOlderEncodings
+			// covers it.
+			if _, ok := b.(*Limits); ok && (n == headerLen+4 || n == headerLen+8) {
+				continue
+			}
 			cases = append(cases, struct {
 				name string
 				data []byte
@@ -157,6 +177,7 @@ func FuzzDecodeApply(f *testing.F) {
 		&Grant{TTL: 10}, &Grant{ID: 5, TTL: 1, Metadata: val(`{}`)}, &KeepAlive{ID: 1, TTL: 3}, &Revoke{ID: 1},
 		&Put{Key: "a.b", Value: val(`1`), Lease: 1}, &Put{Key: "t", Value: val(`"x"`), TTL: 2, PrevKV: true},
 		&Delete{Key: "", IsPrefix: true, PrevKV: true}, &Expire{IDs: []int64{1, 2}}, &Expire{}, &Limits{MaxLeases: 2, MaxKeysPerLease: 2},
+		&Limits{MaxLeases: 2, MaxKeysPerLease: 2, ChangesMax: 3, ChangesMaxAgeMS: 1_000}, &KeepAliveMany{IDs: []int64{1, 2, 1}}, &KeepAliveMany{},
 	} {
 		data, err := Encode(t0+1_000, b)
 		if err != nil {
@@ -356,5 +377,27 @@ func TestApplyDoesNotRetainEntryBuffer(t *testing.T) {
 	}
 	if got := snap(t, s); !bytes.Equal(got, want) {
 		t.Errorf("snapshot changed with the caller's buffer:\n%s", got)
+	}
+}
+
+// set_limits entries from before the idempotency and change-log limits
+// decode, and the missing limits take their defaults when applied.
+func TestSetLimitsOlderEncodings(t *testing.T) {
+	full := encode(t, t0, &Limits{MaxLeases: 300, MaxKeysPerLease: 300, IdempotencyEntries: 300, IdempotencyRevisions: 300, ChangesMax: 300, ChangesMaxAgeMS: 300})
+	for _, n := range []int{headerLen + 4, headerLen + 8} {
+		c, err := Decode(full[:n])
+		if err != nil {
+			t.Fatalf("%d-byte set_limits: %v", n, err)
+		}
+		s := New()
+		if r := s.ApplyCommand(c); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		want := Limits{MaxLeases: 300, MaxKeysPerLease: 300, IdempotencyEntries: DefaultLimits.IdempotencyEntries, IdempotencyRevisions: DefaultLimits.IdempotencyRevisions,
+			ChangesMax: DefaultLimits.ChangesMax, ChangesMaxAgeMS: DefaultLimits.ChangesMaxAgeMS}
+		if n == headerLen+8 {
+			want.IdempotencyEntries, want.IdempotencyRevisions = 300, 300
+		}
+		eq(t, fmt.Sprintf("limits from %d bytes", n), s.Limits(), want)
 	}
 }

@@ -65,6 +65,8 @@ func opOf(body any) Op {
 		return OpGrant
 	case *KeepAlive:
 		return OpKeepAlive
+	case *KeepAliveMany:
+		return OpKeepAliveMany
 	case *Revoke:
 		return OpRevoke
 	case *Put:
