@@ -75,3 +75,29 @@ type KVDeleteReply struct {
 	Deleted  int64      `json:"deleted"`
 	PrevKVs  []KeyValue `json:"prev_kvs,omitempty"`
 }
+
+// KVChangesRequest is the body of P.kv.changes: the events of a key or of a
+// key prefix after a position in the change log.
+type KVChangesRequest struct {
+	Key    *string `json:"key,omitempty"`
+	Prefix *string `json:"prefix,omitempty"`
+	// AfterRevision: events of later revisions. AfterOpIndex, when set,
+	// continues inside AfterRevision after that op_index (a reply that
+	// stopped part-way through a revision says where).
+	AfterRevision int64 `json:"after_revision"`
+	AfterOpIndex  *int  `json:"after_op_index,omitempty"`
+	// Limit bounds the events returned; 0 means the default (100).
+	Limit int `json:"limit,omitempty"`
+}
+
+// KVChangesReply answers P.kv.changes. To continue, send NextRevision (and
+// NextOpIndex when it is not -1) as the next request's position. More says
+// the reply stopped early. CompactRevision is the log's floor: positions
+// below it get 410 compacted.
+type KVChangesReply struct {
+	Events          []Event `json:"events"`
+	NextRevision    int64   `json:"next_revision"`
+	NextOpIndex     int     `json:"next_op_index"`
+	More            bool    `json:"more"`
+	CompactRevision int64   `json:"compact_revision"`
+}

@@ -80,3 +80,17 @@ type LeaseListReply struct {
 	Leases []LeaseInfo `json:"leases"`
 	More   bool        `json:"more"`
 }
+
+// LeaseKeepAliveManyRequest is the body of P.lease.keepalive_many: one
+// renewal for many leases.
+type LeaseKeepAliveManyRequest struct {
+	IDs []int64 `json:"ids"`
+}
+
+// LeaseKeepAliveManyReply answers P.lease.keepalive_many: the renewed
+// leases, in request order, and the ids that were not found (expired,
+// revoked, never granted, or anonymous).
+type LeaseKeepAliveManyReply struct {
+	Leases   []LeaseKeepAliveReply `json:"leases"`
+	NotFound []int64               `json:"not_found"`
+}

@@ -31,6 +31,8 @@ var wantNames = []string{
 	"cluster.status.request",
 	"error",
 	"event",
+	"kv.changes.reply",
+	"kv.changes.request",
 	"kv.delete.reply",
 	"kv.delete.request",
 	"kv.get.reply",
@@ -45,6 +47,8 @@ var wantNames = []string{
 	"lease.info.request",
 	"lease.keepalive.reply",
 	"lease.keepalive.request",
+	"lease.keepalive_many.reply",
+	"lease.keepalive_many.request",
 	"lease.list.reply",
 	"lease.list.request",
 	"lease.revoke.reply",
@@ -53,36 +57,40 @@ var wantNames = []string{
 
 // goTypes maps each message to the Go type that carries it.
 var goTypes = map[string]any{
-	"cluster.join.reply":        ClusterJoinReply{},
-	"cluster.join.request":      ClusterJoinRequest{},
-	"cluster.node.info.reply":   NodeInfo{},
-	"cluster.node.info.request": NodeInfoRequest{},
-	"cluster.remove.reply":      ClusterRemoveReply{},
-	"cluster.remove.request":    ClusterRemoveRequest{},
-	"cluster.snapshot.reply":    ClusterSnapshotReply{},
-	"cluster.snapshot.request":  ClusterSnapshotRequest{},
-	"cluster.status.reply":      ClusterStatusReply{},
-	"cluster.status.request":    ClusterStatusRequest{},
-	"error":                     ErrorReply{},
-	"event":                     Event{},
-	"kv.delete.reply":           KVDeleteReply{},
-	"kv.delete.request":         KVDeleteRequest{},
-	"kv.get.reply":              KVGetReply{},
-	"kv.get.request":            KVGetRequest{},
-	"kv.put.reply":              KVPutReply{},
-	"kv.put.request":            KVPutRequest{},
-	"kv.txn.reply":              KVTxnReply{},
-	"kv.txn.request":            KVTxnRequest{},
-	"lease.grant.reply":         LeaseGrantReply{},
-	"lease.grant.request":       LeaseGrantRequest{},
-	"lease.info.reply":          LeaseInfo{},
-	"lease.info.request":        LeaseInfoRequest{},
-	"lease.keepalive.reply":     LeaseKeepAliveReply{},
-	"lease.keepalive.request":   LeaseKeepAliveRequest{},
-	"lease.list.reply":          LeaseListReply{},
-	"lease.list.request":        LeaseListRequest{},
-	"lease.revoke.reply":        LeaseRevokeReply{},
-	"lease.revoke.request":      LeaseRevokeRequest{},
+	"cluster.join.reply":           ClusterJoinReply{},
+	"cluster.join.request":         ClusterJoinRequest{},
+	"cluster.node.info.reply":      NodeInfo{},
+	"cluster.node.info.request":    NodeInfoRequest{},
+	"cluster.remove.reply":         ClusterRemoveReply{},
+	"cluster.remove.request":       ClusterRemoveRequest{},
+	"cluster.snapshot.reply":       ClusterSnapshotReply{},
+	"cluster.snapshot.request":     ClusterSnapshotRequest{},
+	"cluster.status.reply":         ClusterStatusReply{},
+	"cluster.status.request":       ClusterStatusRequest{},
+	"error":                        ErrorReply{},
+	"event":                        Event{},
+	"kv.changes.reply":             KVChangesReply{},
+	"kv.changes.request":           KVChangesRequest{},
+	"kv.delete.reply":              KVDeleteReply{},
+	"kv.delete.request":            KVDeleteRequest{},
+	"kv.get.reply":                 KVGetReply{},
+	"kv.get.request":               KVGetRequest{},
+	"kv.put.reply":                 KVPutReply{},
+	"kv.put.request":               KVPutRequest{},
+	"kv.txn.reply":                 KVTxnReply{},
+	"kv.txn.request":               KVTxnRequest{},
+	"lease.grant.reply":            LeaseGrantReply{},
+	"lease.grant.request":          LeaseGrantRequest{},
+	"lease.info.reply":             LeaseInfo{},
+	"lease.info.request":           LeaseInfoRequest{},
+	"lease.keepalive.reply":        LeaseKeepAliveReply{},
+	"lease.keepalive.request":      LeaseKeepAliveRequest{},
+	"lease.keepalive_many.reply":   LeaseKeepAliveManyReply{},
+	"lease.keepalive_many.request": LeaseKeepAliveManyRequest{},
+	"lease.list.reply":             LeaseListReply{},
+	"lease.list.request":           LeaseListRequest{},
+	"lease.revoke.reply":           LeaseRevokeReply{},
+	"lease.revoke.request":         LeaseRevokeRequest{},
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -528,12 +536,17 @@ func TestRoundTrip(t *testing.T) {
 	}{
 		{"lease.grant.reply", LeaseGrantReply{ID: 1, TTL: 10, Revision: 4}},
 		{"lease.keepalive.reply", LeaseKeepAliveReply{ID: 1, TTL: 10, RemainingTTL: 10, RemainingMS: 10000}},
+		{"lease.keepalive_many.request", LeaseKeepAliveManyRequest{IDs: []int64{1, 7, 42}}},
+		{"lease.keepalive_many.reply", LeaseKeepAliveManyReply{Leases: []LeaseKeepAliveReply{{ID: 1, TTL: 10, RemainingTTL: 10, RemainingMS: 10000}, {ID: 42, TTL: 30, RemainingTTL: 30, RemainingMS: 30000}}, NotFound: []int64{7}}},
 		{"lease.revoke.reply", LeaseRevokeReply{Revision: 12, Deleted: 2}},
 		{"lease.info.reply", sampleInfo(true)},
 		{"lease.list.reply", LeaseListReply{Leases: []LeaseInfo{sampleInfo(false), {ID: 7, TTL: 5, RemainingTTL: 4, RemainingMS: 4999, GrantedRevision: 8, Anonymous: true, Metadata: json.RawMessage(`{}`), KeyCount: 1}}, More: true}},
 		{"kv.put.reply", KVPutReply{Revision: 10, PrevKV: ptr(sampleKV(true))}},
 		{"kv.get.reply", KVGetReply{Revision: 10, KVs: []KeyValue{sampleKV(true), sampleKV(false)}, Count: 3, More: true}},
 		{"kv.delete.reply", KVDeleteReply{Revision: 11, Deleted: 2, PrevKVs: []KeyValue{sampleKV(true), sampleKV(false)}}},
+		{"kv.changes.request", KVChangesRequest{Prefix: ptr("svc."), AfterRevision: 1843, AfterOpIndex: ptr(2), Limit: 1000}},
+		{"kv.changes.request", KVChangesRequest{Key: ptr("svc.api.n1"), AfterRevision: 9, AfterOpIndex: ptr(-1), Limit: 1}},
+		{"kv.changes.reply", sampleChangesReply()},
 		{"event", Event{Type: EventPut, Key: "svc.api.n1", Value: json.RawMessage(`{"addr":"10.0.0.5"}`), Revision: 9, OpIndex: 0, CreateRevision: 5, ModRevision: 9, Version: 3, Lease: 1, Cause: CausePut}},
 		{"event", Event{Type: EventDelete, Key: "svc.api.n2", Revision: 12, OpIndex: 1, ModRevision: 12, Lease: 1, Cause: CauseLeaseRevoked}},
 		{"error", ErrorReply{Error: Errorf(ErrLeaseNotFound, "lease %d not found", 7)}},
@@ -560,8 +573,13 @@ func TestRoundTrip(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	txnKinds := map[string]bool{}
+	changesKinds := map[string]bool{}
 	for _, c := range cases {
 		seen[c.name] = true
+		if r, ok := c.v.(KVChangesRequest); ok {
+			changesKinds["key"] = changesKinds["key"] || r.Key != nil
+			changesKinds["prefix"] = changesKinds["prefix"] || r.Prefix != nil
+		}
 		if r, ok := c.v.(KVTxnReply); ok {
 			txnKinds[fmt.Sprintf("succeeded=%v", r.Succeeded)] = true
 			for _, resp := range r.Responses {
@@ -596,6 +614,28 @@ func TestRoundTrip(t *testing.T) {
 			t.Errorf("no kv.txn.reply round-trip case with %s", kind)
 		}
 	}
+	for _, kind := range []string{"key", "prefix"} {
+		if !changesKinds[kind] {
+			t.Errorf("no kv.changes.request round-trip case with %s", kind)
+		}
+	}
+}
+
+// sampleChangesReply is a change-log read that stopped part-way through
+// revision 1843 (limit reached after op_index 1): a put, a delete with its
+// lease and the first event of a transaction's revision.
+func sampleChangesReply() KVChangesReply {
+	return KVChangesReply{
+		Events: []Event{
+			{Type: EventPut, Key: "svc.api.n1", Value: json.RawMessage(`{"addr":"10.0.0.5"}`), Revision: 1840, OpIndex: 0, CreateRevision: 5, ModRevision: 1840, Version: 3, Lease: 1, Cause: CausePut},
+			{Type: EventDelete, Key: "svc.api.n2", Revision: 1842, OpIndex: 0, ModRevision: 1842, Lease: 7, Cause: CauseLeaseExpired},
+			{Type: EventPut, Key: "svc.api.n3", Value: json.RawMessage(`"up"`), Revision: 1843, OpIndex: 1, CreateRevision: 1843, ModRevision: 1843, Version: 1, Lease: 42, Cause: CausePut},
+		},
+		NextRevision:    1843,
+		NextOpIndex:     1,
+		More:            true,
+		CompactRevision: 1200,
+	}
 }
 
 // sampleTxnReply is a fully populated transaction reply with one response
@@ -611,8 +651,9 @@ func sampleTxnReply() KVTxnReply {
 // assertPopulated fails when a struct field (recursively) is the zero value,
 // except fields that are zero by the rules (OpIndex of a first event, the
 // revisions and version of a delete event, Anonymous, Succeeded of a
-// transaction that took its failure branch, and the two kinds a transaction
-// response does not have; TestRoundTrip checks that its cases cover them).
+// transaction that took its failure branch, the two kinds a transaction
+// response does not have, and the one of key and prefix a change-log read
+// does not have; TestRoundTrip checks that its cases cover them).
 func assertPopulated(t *testing.T, label string, v reflect.Value) {
 	t.Helper()
 	switch v.Kind() {
@@ -633,6 +674,8 @@ func assertPopulated(t *testing.T, label string, v reflect.Value) {
 				// May be zero or absent by the rules; other cases cover them.
 			case v.Type() == reflect.TypeFor[TxnResponse]():
 				// Exactly one of Put, Get and Delete is set.
+			case v.Type() == reflect.TypeFor[KVChangesRequest]() && (f.Name == "Key" || f.Name == "Prefix"):
+				// Exactly one of Key and Prefix is set.
 			default:
 				if fv.IsZero() {
 					t.Errorf("%s: round-trip value leaves %s.%s unset", label, v.Type(), f.Name)
@@ -721,6 +764,14 @@ func validExamples(t *testing.T) []example {
 		{"lease.keepalive.request", js(t, LeaseKeepAliveRequest{ID: 1, TTL: ptr[int64](60)})},
 		{"lease.keepalive.reply", js(t, LeaseKeepAliveReply{ID: 1, TTL: 60, RemainingTTL: 60, RemainingMS: 60000})},
 		{"lease.keepalive.reply", js(t, LeaseKeepAliveReply{ID: 9007199254740991, TTL: 1, RemainingTTL: 0, RemainingMS: 0})},
+		// lease.keepalive_many
+		{"lease.keepalive_many.request", js(t, LeaseKeepAliveManyRequest{IDs: []int64{1}})},
+		{"lease.keepalive_many.request", js(t, LeaseKeepAliveManyRequest{IDs: []int64{1, 7, 42, 9007199254740991}})},
+		{"lease.keepalive_many.request", `{"ids":[1,1]}`}, // the server renews a repeated id twice
+		{"lease.keepalive_many.request", `{"ids":[` + repeatJSON("1", 10000) + `]}`},
+		{"lease.keepalive_many.reply", js(t, LeaseKeepAliveManyReply{Leases: []LeaseKeepAliveReply{{ID: 1, TTL: 10, RemainingTTL: 10, RemainingMS: 10000}}, NotFound: []int64{}})},
+		{"lease.keepalive_many.reply", js(t, LeaseKeepAliveManyReply{Leases: []LeaseKeepAliveReply{}, NotFound: []int64{7, 9007199254740991}})},
+		{"lease.keepalive_many.reply", js(t, LeaseKeepAliveManyReply{Leases: []LeaseKeepAliveReply{{ID: 1, TTL: 10, RemainingTTL: 10, RemainingMS: 10000}, {ID: 42, TTL: 1, RemainingTTL: 1, RemainingMS: 1000}}, NotFound: []int64{7}})},
 		// lease.revoke
 		{"lease.revoke.request", js(t, LeaseRevokeRequest{ID: 3})},
 		{"lease.revoke.reply", js(t, LeaseRevokeReply{Revision: 0, Deleted: 0})},
@@ -761,6 +812,16 @@ func validExamples(t *testing.T) []example {
 		{"kv.delete.request", js(t, KVDeleteRequest{Prefix: &empty})},
 		{"kv.delete.reply", js(t, KVDeleteReply{Revision: 9, Deleted: 0})},
 		{"kv.delete.reply", js(t, KVDeleteReply{Revision: 10, Deleted: 1, PrevKVs: []KeyValue{sampleKV(false)}})},
+		// kv.changes
+		{"kv.changes.request", js(t, KVChangesRequest{Key: &key})}, // after_revision 0
+		{"kv.changes.request", js(t, KVChangesRequest{Prefix: &prefix, AfterRevision: 1843, AfterOpIndex: ptr(2), Limit: 1000})},
+		{"kv.changes.request", js(t, KVChangesRequest{Prefix: &empty, AfterRevision: 9007199254740991, AfterOpIndex: ptr(-1), Limit: 1})},
+		{"kv.changes.request", js(t, KVChangesRequest{Key: &key, AfterRevision: 5, AfterOpIndex: ptr(0)})},
+		{"kv.changes.request", `{"prefix":"svc.ap","after_revision":0,"limit":0}`},
+		{"kv.changes.reply", js(t, KVChangesReply{Events: []Event{}, NextRevision: 0, NextOpIndex: -1, More: false, CompactRevision: 0})},
+		{"kv.changes.reply", js(t, KVChangesReply{Events: []Event{}, NextRevision: 1843, NextOpIndex: -1, More: true, CompactRevision: 1200})}, // scan bound reached
+		{"kv.changes.reply", js(t, sampleChangesReply())},
+		{"kv.changes.reply", js(t, KVChangesReply{Events: []Event{{Type: EventDelete, Key: key, Revision: 8, OpIndex: 0, ModRevision: 8, Cause: CauseDelete}}, NextRevision: 8, NextOpIndex: 0, More: true, CompactRevision: 3})},
 		// kv.put and kv.delete with an idempotency key
 		{"kv.put.request", js(t, KVPutRequest{Key: key, Value: json.RawMessage(`{"addr":"10.0.0.5"}`), Lease: ptr[int64](1), PrevKV: true, IdempotencyKey: "n1:req-1842"})},
 		{"kv.put.request", `{"key":"a","value":1,"idempotency_key":" "}`},
@@ -875,13 +936,35 @@ func invalidExamples() []example {
 		{"lease.keepalive.request", `{"id":"1"}`},                       // wrong type
 		{"lease.keepalive.reply", `{"id":1,"ttl":10,"remaining_ms":1}`}, // missing remaining_ttl
 		{"lease.keepalive.reply", `{"id":1,"ttl":10,"remaining_ttl":-1,"remaining_ms":1}`},
+		// lease.keepalive_many
+		{"lease.keepalive_many.request", `{}`},                                                                                      // missing ids
+		{"lease.keepalive_many.request", `{"ids":[]}`},                                                                              // empty ids
+		{"lease.keepalive_many.request", `{"ids":null}`},                                                                            // ids null
+		{"lease.keepalive_many.request", `{"ids":[0]}`},                                                                             // id 0
+		{"lease.keepalive_many.request", `{"ids":[1,-2]}`},                                                                          // negative id
+		{"lease.keepalive_many.request", `{"ids":[9007199254740992]}`},                                                              // id beyond 2^53-1
+		{"lease.keepalive_many.request", `{"ids":[1.5]}`},                                                                           // fractional id
+		{"lease.keepalive_many.request", `{"ids":["1"]}`},                                                                           // wrong type
+		{"lease.keepalive_many.request", `{"ids":1}`},                                                                               // not an array
+		{"lease.keepalive_many.request", `{"ids":[` + repeatJSON("1", 10001) + `]}`},                                                // 10001 ids
+		{"lease.keepalive_many.request", `{"ids":[1],"ttl":10}`},                                                                    // unknown field
+		{"lease.keepalive_many.request", `[1]`},                                                                                     // not an object
+		{"lease.keepalive_many.reply", `{"leases":[]}`},                                                                             // missing not_found
+		{"lease.keepalive_many.reply", `{"not_found":[]}`},                                                                          // missing leases
+		{"lease.keepalive_many.reply", `{"leases":null,"not_found":[]}`},                                                            // leases null
+		{"lease.keepalive_many.reply", `{"leases":[],"not_found":null}`},                                                            // not_found null
+		{"lease.keepalive_many.reply", `{"leases":[],"not_found":[0]}`},                                                             // id 0
+		{"lease.keepalive_many.reply", `{"leases":[{"id":1,"ttl":10,"remaining_ms":1}],"not_found":[]}`},                            // lease without remaining_ttl
+		{"lease.keepalive_many.reply", `{"leases":[{"id":1,"ttl":10,"remaining_ttl":1,"remaining_ms":1000,"x":1}],"not_found":[]}`}, // unknown field in a lease
+		{"lease.keepalive_many.reply", `{"leases":[1],"not_found":[]}`},                                                             // a lease id, not a reply
+		{"lease.keepalive_many.reply", `{"leases":[],"not_found":[],"revision":3}`},                                                 // unknown field
 		{"lease.revoke.request", `{}`},
 		{"lease.revoke.request", `{"id":1,"keys":true}`},
 		{"lease.revoke.reply", `{"revision":1}`},
 		{"lease.revoke.reply", `{"revision":1,"deleted":-1}`},
 		{"lease.info.request", `{"id":1,"keys":"yes"}`},
 		{"lease.info.request", `{"id":-3}`},
-		{"lease.info.reply", `{"id":1,"ttl":10,"remaining_ttl":8,"remaining_ms":8000,"granted_revision":0,"anonymous":false,"key_count":0}`},                              // missing metadata
+		{"lease.info.reply", `{"id":1,"ttl":10,"remaining_ttl":8,"remaining_ms":8000,"granted_revision":0,"anonymous":false,"key_count":0}`}, // missing metadata
 		{"lease.info.reply", `{"id":1,"ttl":10,"remaining_ttl":8,"remaining_ms":8000,"granted_revision":0,"anonymous":false,"metadata":null,"key_count":0}`},              // metadata null
 		{"lease.info.reply", `{"id":1,"ttl":10,"remaining_ttl":8,"remaining_ms":8000,"granted_revision":0,"anonymous":false,"metadata":{},"key_count":1,"keys":["a b"]}`}, // bad key
 		{"lease.info.reply", `{"id":1,"ttl":10,"remaining_ttl":8,"remaining_ms":8000,"granted_revision":0,"anonymous":false,"metadata":{},"key_count":0,"deadline":12}`},  // unknown field
@@ -955,6 +1038,39 @@ func invalidExamples() []example {
 		{"kv.delete.reply", `{"revision":1}`},
 		{"kv.delete.reply", `{"revision":1,"deleted":1,"prev_kvs":{}}`},
 		{"kv.delete.reply", `{"revision":"1","deleted":1}`},
+		// kv.changes
+		{"kv.changes.request", `{"after_revision":0}`},                               // neither key nor prefix
+		{"kv.changes.request", `{"key":"a","prefix":"a","after_revision":0}`},        // both
+		{"kv.changes.request", `{"key":"a","prefix":"","after_revision":0}`},         // both
+		{"kv.changes.request", `{"key":"a"}`},                                        // missing after_revision
+		{"kv.changes.request", `{"key":"a","after_revision":-1}`},                    // negative after_revision
+		{"kv.changes.request", `{"key":"a","after_revision":1.5}`},                   // fractional after_revision
+		{"kv.changes.request", `{"key":"a","after_revision":"3"}`},                   // wrong type
+		{"kv.changes.request", `{"key":"a","after_revision":9007199254740992}`},      // beyond 2^53-1
+		{"kv.changes.request", `{"key":"a","after_revision":3,"after_op_index":-2}`}, // after_op_index below -1
+		{"kv.changes.request", `{"key":"a","after_revision":3,"after_op_index":null}`},
+		{"kv.changes.request", `{"key":"a","after_revision":3,"limit":1001}`},
+		{"kv.changes.request", `{"key":"a","after_revision":3,"limit":-1}`},
+		{"kv.changes.request", `{"key":"","after_revision":0}`},                                                                   // empty key
+		{"kv.changes.request", `{"key":"svc.*","after_revision":0}`},                                                              // wildcard
+		{"kv.changes.request", `{"prefix":"svc.>","after_revision":0}`},                                                           // wildcard
+		{"kv.changes.request", `{"prefix":".svc","after_revision":0}`},                                                            // empty first token
+		{"kv.changes.request", `{"prefix":"svc.","after_revision":0,"after":"svc.a"}`},                                            // unknown field
+		{"kv.changes.request", `{"prefix":"svc.","after_revision":0,"revision":3}`},                                               // unknown field
+		{"kv.changes.reply", `{"next_revision":3,"next_op_index":-1,"more":false,"compact_revision":0}`},                          // missing events
+		{"kv.changes.reply", `{"events":null,"next_revision":3,"next_op_index":-1,"more":false,"compact_revision":0}`},            // events null
+		{"kv.changes.reply", `{"events":[],"next_op_index":-1,"more":false,"compact_revision":0}`},                                // missing next_revision
+		{"kv.changes.reply", `{"events":[],"next_revision":3,"more":false,"compact_revision":0}`},                                 // missing next_op_index
+		{"kv.changes.reply", `{"events":[],"next_revision":3,"next_op_index":-1,"compact_revision":0}`},                           // missing more
+		{"kv.changes.reply", `{"events":[],"next_revision":3,"next_op_index":-1,"more":false}`},                                   // missing compact_revision
+		{"kv.changes.reply", `{"events":[],"next_revision":-1,"next_op_index":-1,"more":false,"compact_revision":0}`},             // negative next_revision
+		{"kv.changes.reply", `{"events":[],"next_revision":3,"next_op_index":-2,"more":false,"compact_revision":0}`},              // next_op_index below -1
+		{"kv.changes.reply", `{"events":[],"next_revision":3,"next_op_index":-1,"more":"false","compact_revision":0}`},            // wrong type
+		{"kv.changes.reply", `{"events":[],"next_revision":3,"next_op_index":-1,"more":false,"compact_revision":-1}`},             // negative compact_revision
+		{"kv.changes.reply", `{"events":[],"next_revision":3,"next_op_index":-1,"more":false,"compact_revision":0,"revision":3}`}, // unknown field
+		{"kv.changes.reply", `{"events":[{"type":"put","key":"a","value":1,"revision":1,"create_revision":1,"mod_revision":1,"version":1,"lease":0,"cause":"put"}],"next_revision":1,"next_op_index":-1,"more":false,"compact_revision":0}`},                       // an event without op_index
+		{"kv.changes.reply", `{"events":[{"type":"delete","key":"a","value":1,"revision":2,"op_index":0,"create_revision":0,"mod_revision":2,"version":0,"lease":0,"cause":"delete"}],"next_revision":2,"next_op_index":-1,"more":false,"compact_revision":0}`},    // value on a delete event
+		{"kv.changes.reply", `{"events":[{"type":"put","key":"a","value":1,"revision":1,"op_index":0,"create_revision":1,"mod_revision":1,"version":1,"lease":0,"cause":"put","prev":1}],"next_revision":1,"next_op_index":-1,"more":false,"compact_revision":0}`}, // unknown field in an event
 		// kv.put and kv.delete idempotency keys
 		{"kv.put.request", `{"key":"a","value":1,"idempotency_key":""}`},
 		{"kv.put.request", `{"key":"a","value":1,"idempotency_key":"a\u0001"}`},

@@ -33,6 +33,9 @@ const (
 	KVGet          Endpoint = "kv.get"
 	KVDelete       Endpoint = "kv.delete"
 	KVTxn          Endpoint = "kv.txn"
+	KVChanges      Endpoint = "kv.changes"
+
+	LeaseKeepAliveMany Endpoint = "lease.keepalive_many"
 
 	ClusterJoin     Endpoint = "cluster.join"
 	ClusterRemove   Endpoint = "cluster.remove"
@@ -41,7 +44,8 @@ const (
 )
 
 // Endpoints lists every request endpoint in a stable order.
-var Endpoints = []Endpoint{LeaseGrant, LeaseKeepAlive, LeaseRevoke, LeaseInfo, LeaseList, KVPut, KVGet, KVDelete, KVTxn,
+var Endpoints = []Endpoint{LeaseGrant, LeaseKeepAlive, LeaseKeepAliveMany, LeaseRevoke, LeaseInfo, LeaseList,
+	KVPut, KVGet, KVDelete, KVTxn, KVChanges,
 	ClusterJoin, ClusterRemove, ClusterStatus, ClusterSnapshot}
 
 // Nodes returns the subject every node answers with its own information,
