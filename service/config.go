@@ -77,6 +77,10 @@ type Config struct {
 	// older than IdempotencyRevisions revisions.
 	IdempotencyEntries   int64
 	IdempotencyRevisions int64
+	// The change log keeps at most ChangesMax events, none older than
+	// ChangesMaxAge (lease-clock time); both are replicated.
+	ChangesMax    int64
+	ChangesMaxAge time.Duration
 
 	// FaultFile is for tests: a JSON file {"block": [raft addresses]} that
 	// the node polls and whose peers it cuts off at the Raft transport.
@@ -137,6 +141,8 @@ func DefaultConfig() Config {
 		MaxTxnBytes:            1 << 20,
 		IdempotencyEntries:     100_000,
 		IdempotencyRevisions:   10_000,
+		ChangesMax:             1_000_000,
+		ChangesMaxAge:          24 * time.Hour,
 		RaftHeartbeatTimeout:   500 * time.Millisecond,
 		RaftElectionTimeout:    500 * time.Millisecond,
 		RaftLeaderLeaseTimeout: 250 * time.Millisecond,
@@ -215,6 +221,12 @@ func (c *Config) fillDefaults() {
 	if c.RaftLeaderLeaseTimeout == 0 {
 		c.RaftLeaderLeaseTimeout = d.RaftLeaderLeaseTimeout
 	}
+	if c.ChangesMax == 0 {
+		c.ChangesMax = d.ChangesMax
+	}
+	if c.ChangesMaxAge == 0 {
+		c.ChangesMaxAge = d.ChangesMaxAge
+	}
 	if c.IdempotencyEntries == 0 {
 		c.IdempotencyEntries = d.IdempotencyEntries
 	}
@@ -242,6 +254,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: lease limits must be positive", ErrConfig)
 	case c.MaxTxnCompares < 1 || c.MaxTxnOps < 1 || c.MaxTxnBytes < 1:
 		return fmt.Errorf("%w: transaction limits must be positive", ErrConfig)
+	case c.ChangesMax < 1 || c.ChangesMaxAge < time.Millisecond:
+		return fmt.Errorf("%w: change log limits must be positive", ErrConfig)
 	case c.IdempotencyEntries < 1 || c.IdempotencyRevisions < 1:
 		return fmt.Errorf("%w: idempotency limits must be positive", ErrConfig)
 	case c.MaxInflight < 1:

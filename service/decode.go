@@ -142,6 +142,59 @@ func (s *Service) decodeKeepAlive(data []byte) (*fsm.KeepAlive, *schema.Error) {
 	return k, nil
 }
 
+// maxKeepAliveMany bounds the leases one keepalive_many renews.
+const maxKeepAliveMany = 10_000
+
+func decodeKeepAliveMany(data []byte) (*fsm.KeepAliveMany, *schema.Error) {
+	var req schema.LeaseKeepAliveManyRequest
+	if e := decodeStrict(data, &req); e != nil {
+		return nil, e
+	}
+	if len(req.IDs) == 0 || len(req.IDs) > maxKeepAliveMany {
+		return nil, invalid("ids: %d ids, want 1..%d", len(req.IDs), maxKeepAliveMany)
+	}
+	for i, id := range req.IDs {
+		if e := checkLeaseID(fmt.Sprintf("ids[%d]", i), id); e != nil {
+			return nil, e
+		}
+	}
+	return &fsm.KeepAliveMany{IDs: req.IDs}, nil
+}
+
+// Change-log reads return 100 events by default and 1000 at most.
+const (
+	defaultChangesLimit = 100
+	maxChangesLimit     = 1000
+)
+
+func (s *Service) decodeChanges(data []byte) (fsm.ChangesQuery, *schema.Error) {
+	var req schema.KVChangesRequest
+	if e := decodeStrict(data, &req); e != nil {
+		return fsm.ChangesQuery{}, e
+	}
+	key, isPrefix, e := s.keyOrPrefix("", req.Key, req.Prefix)
+	if e != nil {
+		return fsm.ChangesQuery{}, e
+	}
+	if req.AfterRevision < 0 {
+		return fsm.ChangesQuery{}, invalid("after_revision: %d is negative", req.AfterRevision)
+	}
+	q := fsm.ChangesQuery{Key: key, IsPrefix: isPrefix, AfterRevision: req.AfterRevision, AfterOpIndex: -1, Limit: req.Limit}
+	if req.AfterOpIndex != nil {
+		if *req.AfterOpIndex < -1 {
+			return fsm.ChangesQuery{}, invalid("after_op_index: %d is below -1", *req.AfterOpIndex)
+		}
+		q.AfterOpIndex = *req.AfterOpIndex
+	}
+	switch {
+	case q.Limit == 0:
+		q.Limit = defaultChangesLimit
+	case q.Limit < 0 || q.Limit > maxChangesLimit:
+		return fsm.ChangesQuery{}, invalid("limit: %d is outside 1..%d", q.Limit, maxChangesLimit)
+	}
+	return q, nil
+}
+
 func decodeRevoke(data []byte) (*fsm.Revoke, *schema.Error) {
 	var req schema.LeaseRevokeRequest
 	if e := decodeStrict(data, &req); e != nil {
@@ -300,6 +353,8 @@ func errorFor(err error) *schema.Error {
 		return schema.Errorf(schema.ErrLimitExceeded, "%s", err)
 	case errors.Is(err, fsm.ErrTooLarge):
 		return schema.Errorf(schema.ErrTooLarge, "%s", err)
+	case errors.Is(err, fsm.ErrCompacted):
+		return schema.Errorf(schema.ErrCompacted, "%s", err)
 	case errors.Is(err, fsm.ErrIdempotencyConflict):
 		return schema.Errorf(schema.ErrIdempotencyConflict, "%s", err)
 	}

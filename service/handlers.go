@@ -24,15 +24,17 @@ const queueGroup = "concord"
 
 func (s *Service) handlers() map[subjects.Endpoint]handlerFunc {
 	return map[subjects.Endpoint]handlerFunc{
-		subjects.LeaseGrant:     s.handleGrant,
-		subjects.LeaseKeepAlive: s.handleKeepAlive,
-		subjects.LeaseRevoke:    s.handleRevoke,
-		subjects.LeaseInfo:      s.handleInfo,
-		subjects.LeaseList:      s.handleList,
-		subjects.KVPut:          s.handlePut,
-		subjects.KVGet:          s.handleGet,
-		subjects.KVDelete:       s.handleDelete,
-		subjects.KVTxn:          s.handleTxn,
+		subjects.LeaseGrant:         s.handleGrant,
+		subjects.LeaseKeepAlive:     s.handleKeepAlive,
+		subjects.LeaseKeepAliveMany: s.handleKeepAliveMany,
+		subjects.KVChanges:          s.handleChanges,
+		subjects.LeaseRevoke:        s.handleRevoke,
+		subjects.LeaseInfo:          s.handleInfo,
+		subjects.LeaseList:          s.handleList,
+		subjects.KVPut:              s.handlePut,
+		subjects.KVGet:              s.handleGet,
+		subjects.KVDelete:           s.handleDelete,
+		subjects.KVTxn:              s.handleTxn,
 
 		subjects.ClusterJoin:     s.handleJoin,
 		subjects.ClusterRemove:   s.handleRemove,
@@ -183,6 +185,32 @@ func (s *Service) handleKeepAlive(_ context.Context, m *nats.Msg) (any, *schema.
 		return nil, e
 	}
 	return s.proposeReply(m, cmd, "")
+}
+
+func (s *Service) handleKeepAliveMany(_ context.Context, m *nats.Msg) (any, *schema.Error) {
+	cmd, e := decodeKeepAliveMany(m.Data)
+	if e != nil {
+		return nil, e
+	}
+	return s.proposeReply(m, cmd, "")
+}
+
+func (s *Service) handleChanges(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
+	q, e := s.decodeChanges(m.Data)
+	if e != nil {
+		return nil, e
+	}
+	if _, e := s.readNow(ctx, false); e != nil {
+		return nil, e
+	}
+	q.MaxBytes = int(s.maxPayload) - replyHeadroom
+	var reply *schema.KVChangesReply
+	var err error
+	s.sm.read(func(st *fsm.State) { reply, err = st.Changes(q) })
+	if err != nil {
+		return nil, errorFor(err)
+	}
+	return reply, nil
 }
 
 func (s *Service) handleRevoke(_ context.Context, m *nats.Msg) (any, *schema.Error) {

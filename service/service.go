@@ -168,6 +168,11 @@ func (s *Service) Close() error {
 	var errs []error
 	s.closed.Do(func() {
 		s.unsubscribe()
+		// No more events: an apply must not wait on a publisher that is
+		// stopping, or Raft's shutdown would wait on the apply.
+		if s.pub != nil {
+			s.pub.enabled.Store(false)
+		}
 		s.cancel()
 		if s.raft != nil {
 			if err := s.raft.Shutdown().Error(); err != nil {
@@ -188,7 +193,15 @@ func (s *Service) Close() error {
 		}
 		if s.ns != nil {
 			s.ns.Shutdown()
-			s.ns.WaitForShutdown()
+			// The server's goroutines end on their own; do not let a peer
+			// that stopped reading hold the process up.
+			done := make(chan struct{})
+			go func() { s.ns.WaitForShutdown(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				errs = append(errs, errors.New("embedded nats: shutdown still running after 10s"))
+			}
 		}
 	})
 	return errors.Join(errs...)
