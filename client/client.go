@@ -1,0 +1,249 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/nats-io/jsm.go/natscontext"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+
+	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/subjects"
+)
+
+// Client talks to one Concord cluster. It is safe for concurrent use.
+type Client struct {
+	nc    *nats.Conn
+	owned bool // Close closes nc
+	names subjects.Names
+	opts  options
+
+	kaMu sync.Mutex
+	ka   *keepAliver
+}
+
+type options struct {
+	url         string
+	conn        *nats.Conn
+	contextName *string
+	prefix      string
+	natsOpts    []nats.Option
+	attempt     time.Duration
+}
+
+// Option configures Connect.
+type Option func(*options)
+
+// URL connects to NATS at url (comma-separated for several servers).
+func URL(url string) Option { return func(o *options) { o.url = url } }
+
+// Conn uses an existing connection; Close leaves it open.
+func Conn(nc *nats.Conn) Option { return func(o *options) { o.conn = nc } }
+
+// NATSContext connects with the named nats context (the `nats` CLI's
+// configuration); "" means the selected context.
+func NATSContext(name string) Option { return func(o *options) { o.contextName = &name } }
+
+// Prefix sets the subject prefix (default "concord").
+func Prefix(p string) Option { return func(o *options) { o.prefix = p } }
+
+// NATSOptions adds options to the NATS connection Connect makes.
+func NATSOptions(opts ...nats.Option) Option {
+	return func(o *options) { o.natsOpts = append(o.natsOpts, opts...) }
+}
+
+// AttemptTimeout bounds one attempt of a call (default 2 s); the call as a
+// whole is bounded by its context.
+func AttemptTimeout(d time.Duration) Option { return func(o *options) { o.attempt = d } }
+
+// Connect returns a client. Without URL, Conn or NATSContext it connects to
+// nats.DefaultURL.
+func Connect(opts ...Option) (*Client, error) {
+	o := options{prefix: subjects.DefaultPrefix, attempt: 2 * time.Second}
+	for _, f := range opts {
+		f(&o)
+	}
+	names, err := subjects.New(o.prefix)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{names: names, opts: o}
+	natsOpts := append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond)}, o.natsOpts...)
+	switch {
+	case o.conn != nil:
+		c.nc = o.conn
+	case o.contextName != nil:
+		if c.nc, err = natscontext.Connect(*o.contextName, natsOpts...); err != nil {
+			return nil, fmt.Errorf("connect with nats context %q: %w", *o.contextName, err)
+		}
+		c.owned = true
+	default:
+		url := o.url
+		if url == "" {
+			url = nats.DefaultURL
+		}
+		if c.nc, err = nats.Connect(url, natsOpts...); err != nil {
+			return nil, fmt.Errorf("connect to %s: %w", url, err)
+		}
+		c.owned = true
+	}
+	return c, nil
+}
+
+// NATS returns the client's connection.
+func (c *Client) NATS() *nats.Conn { return c.nc }
+
+// Close stops the sessions' keep-alives (without revoking their leases)
+// and closes the connection if Connect made it.
+func (c *Client) Close() {
+	c.kaMu.Lock()
+	if c.ka != nil {
+		c.ka.stop()
+		c.ka = nil
+	}
+	c.kaMu.Unlock()
+	if c.owned {
+		c.nc.Close()
+	}
+}
+
+// call sends a request until it gets an answer that is not retryable, or
+// ctx ends. A mutating call has an idempotency key, the same on every
+// attempt, so a retry after a lost reply applies once.
+func (c *Client) call(ctx context.Context, ep subjects.Endpoint, req any, mutating bool, out any) error {
+	data, err := json.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("encode %s request: %w", ep, err)
+	}
+	msg := nats.NewMsg(c.names.Request(ep))
+	msg.Data = data
+	if mutating {
+		msg.Header.Set(schema.HeaderIdempotencyKey, nuid.Next())
+	}
+	backoff := 20 * time.Millisecond
+	var last error
+	for {
+		attempt := c.opts.attempt
+		if d, ok := ctx.Deadline(); ok && time.Until(d) < attempt {
+			attempt = time.Until(d)
+		}
+		actx, cancel := context.WithTimeout(ctx, max(attempt, time.Millisecond))
+		resp, err := c.nc.RequestMsgWithContext(actx, msg)
+		cancel()
+		switch {
+		case err == nil && resp.Header.Get(schema.HeaderErrorCode) != "":
+			var er schema.ErrorReply
+			if err := json.Unmarshal(resp.Data, &er); err != nil || er.Error == nil {
+				return fmt.Errorf("%s: undecodable error reply %q", ep, resp.Data)
+			}
+			e := fromWire(er.Error)
+			if !e.Retryable() {
+				return e
+			}
+			last = e
+		case err == nil:
+			if out != nil {
+				if err := json.Unmarshal(resp.Data, out); err != nil {
+					return fmt.Errorf("decode %s reply: %w", ep, err)
+				}
+			}
+			return nil
+		case errors.Is(err, nats.ErrConnectionClosed):
+			return fmt.Errorf("%s: %w", ep, err)
+		default: // no responders (no leader yet), a timeout, a reconnect
+			last = err
+		}
+		if ctx.Err() != nil {
+			if last == nil {
+				last = ctx.Err()
+			}
+			return fmt.Errorf("%s: %w (last attempt: %v)", ep, ErrUnavailable, last)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff/2 + rand.N(backoff)):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// Grant creates a lease.
+func (c *Client) Grant(ctx context.Context, req schema.LeaseGrantRequest) (*schema.LeaseGrantReply, error) {
+	var r schema.LeaseGrantReply
+	return &r, c.call(ctx, subjects.LeaseGrant, req, true, &r)
+}
+
+// KeepAlive renews a lease.
+func (c *Client) KeepAlive(ctx context.Context, req schema.LeaseKeepAliveRequest) (*schema.LeaseKeepAliveReply, error) {
+	var r schema.LeaseKeepAliveReply
+	return &r, c.call(ctx, subjects.LeaseKeepAlive, req, true, &r)
+}
+
+// KeepAliveMany renews many leases in one request.
+func (c *Client) KeepAliveMany(ctx context.Context, req schema.LeaseKeepAliveManyRequest) (*schema.LeaseKeepAliveManyReply, error) {
+	var r schema.LeaseKeepAliveManyReply
+	return &r, c.call(ctx, subjects.LeaseKeepAliveMany, req, true, &r)
+}
+
+// Revoke deletes a lease and its keys.
+func (c *Client) Revoke(ctx context.Context, req schema.LeaseRevokeRequest) (*schema.LeaseRevokeReply, error) {
+	var r schema.LeaseRevokeReply
+	return &r, c.call(ctx, subjects.LeaseRevoke, req, true, &r)
+}
+
+// LeaseInfo describes a lease.
+func (c *Client) LeaseInfo(ctx context.Context, req schema.LeaseInfoRequest) (*schema.LeaseInfo, error) {
+	var r schema.LeaseInfo
+	return &r, c.call(ctx, subjects.LeaseInfo, req, false, &r)
+}
+
+// LeaseList lists leases.
+func (c *Client) LeaseList(ctx context.Context, req schema.LeaseListRequest) (*schema.LeaseListReply, error) {
+	var r schema.LeaseListReply
+	return &r, c.call(ctx, subjects.LeaseList, req, false, &r)
+}
+
+// Put writes a key.
+func (c *Client) Put(ctx context.Context, req schema.KVPutRequest) (*schema.KVPutReply, error) {
+	var r schema.KVPutReply
+	return &r, c.call(ctx, subjects.KVPut, req, true, &r)
+}
+
+// Get reads a key or a prefix.
+func (c *Client) Get(ctx context.Context, req schema.KVGetRequest) (*schema.KVGetReply, error) {
+	var r schema.KVGetReply
+	return &r, c.call(ctx, subjects.KVGet, req, false, &r)
+}
+
+// Delete removes a key or a prefix.
+func (c *Client) Delete(ctx context.Context, req schema.KVDeleteRequest) (*schema.KVDeleteReply, error) {
+	var r schema.KVDeleteReply
+	return &r, c.call(ctx, subjects.KVDelete, req, true, &r)
+}
+
+// Txn runs a transaction.
+func (c *Client) Txn(ctx context.Context, req schema.KVTxnRequest) (*schema.KVTxnReply, error) {
+	var r schema.KVTxnReply
+	return &r, c.call(ctx, subjects.KVTxn, req, true, &r)
+}
+
+// Changes reads the change log.
+func (c *Client) Changes(ctx context.Context, req schema.KVChangesRequest) (*schema.KVChangesReply, error) {
+	var r schema.KVChangesReply
+	return &r, c.call(ctx, subjects.KVChanges, req, false, &r)
+}
+
+// Status reports the cluster.
+func (c *Client) Status(ctx context.Context, req schema.ClusterStatusRequest) (*schema.ClusterStatusReply, error) {
+	var r schema.ClusterStatusReply
+	return &r, c.call(ctx, subjects.ClusterStatus, req, false, &r)
+}
+
+// Ptr returns a pointer to v, for the optional fields of requests.
+func Ptr[T any](v T) *T { return &v }

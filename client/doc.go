@@ -1,0 +1,17 @@
+// Package client is Concord's Go client: typed calls for every subject,
+// retries that are safe (every mutating call carries an idempotency key),
+// sessions that know when they are safe, locks with fencing tokens,
+// elections, and a watch that misses no event.
+//
+// Connect with a NATS URL, an existing connection, or the user's nats
+// context:
+//
+//	c, err := client.Connect(client.URL("nats://127.0.0.1:4222"))
+//	c, err := client.Connect(client.Conn(nc))
+//	c, err := client.Connect(client.NATSContext(""))   // the selected nats context
+//
+// Calls retry 503 not_leader / unavailable and "no responders" with
+// jittered backoff until their context ends; errors the server decides are
+// returned at once and can be tested with errors.Is against the sentinel
+// errors of this package.
+package client
