@@ -1,5 +1,6 @@
-// Command concord runs a Concord node (`concord serve`) and measures one
-// (`concord bench`).
+// Command concord runs a Concord node (`concord serve`), measures one
+// (`concord bench`), and is the command-line client of a cluster (lease,
+// kv, watch, lock, elect, status).
 package main
 
 import (
@@ -16,13 +17,20 @@ Usage:
   concord serve [flags]    run a node (embedded NATS and single-node Raft by default)
   concord bench [flags]    measure a running node
   concord version          print the version
+  concord lease ...        grant, keep alive, revoke, describe and list leases
+  concord kv ...           put, get, delete keys; run a transaction
+  concord watch KEY        print a key's or a prefix's events as they happen
+  concord lock NAME -- CMD run CMD while holding a lock, with its fencing token
+  concord elect NAME       lead an election, or observe its leader
+  concord status           print the cluster's members and indexes
 
 Run "concord <command> -h" for the flags of a command.
+
 `
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprint(os.Stderr, usage)
+		fmt.Fprint(os.Stderr, usage+clientUsage())
 		os.Exit(2)
 	}
 	var err error
@@ -33,8 +41,10 @@ func main() {
 		err = runBench(os.Args[2:])
 	case "version", "--version", "-v":
 		fmt.Println(version)
+	case "lease", "kv", "watch", "lock", "elect", "status":
+		os.Exit(runCLI(os.Args[1], os.Args[2:]))
 	case "help", "-h", "--help":
-		fmt.Print(usage)
+		fmt.Print(usage + clientUsage())
 	default:
 		fmt.Fprintf(os.Stderr, "concord: unknown command %q\n\n%s", os.Args[1], usage)
 		os.Exit(2)

@@ -58,6 +58,8 @@ func runServe(args []string) error {
 	fs.IntVar(&cfg.MaxTxnBytes, "max-txn-bytes", cfg.MaxTxnBytes, "largest transaction request")
 	fs.Int64Var(&cfg.IdempotencyEntries, "idempotency-entries", cfg.IdempotencyEntries, "replies the idempotency cache keeps (replicated)")
 	fs.Int64Var(&cfg.IdempotencyRevisions, "idempotency-revisions", cfg.IdempotencyRevisions, "revisions after which a cached reply is dropped (replicated)")
+	fs.Int64Var(&cfg.ChangesMax, "changes-max", cfg.ChangesMax, "events the change log keeps (replicated)")
+	fs.DurationVar(&cfg.ChangesMaxAge, "changes-max-age", cfg.ChangesMaxAge, "how long the change log keeps an event (replicated)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	pprofListen := fs.String("pprof-listen", "", "serve Go's net/http/pprof profiles on this address (for profiling; off by default)")
 	if err := fs.Parse(args); err != nil {

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/concord-io/concord/client"
+	"github.com/concord-io/concord/schema"
+)
+
+func runWatch(args []string) error {
+	fs, cf := newFlags("watch", "watch KEY [--prefix] [--from REV]")
+	prefix := fs.Bool("prefix", false, "watch every key starting with KEY (\"\" for all keys)")
+	from := fs.Int64("from", -1, "print the events after revision REV (default: from the current revision on)")
+	pos, err := parseArgs(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	key := pos[0]
+	c, err := cf.connect()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+
+	// Read first: it checks the key and finds the current revision.
+	req := schema.KVGetRequest{CountOnly: true}
+	if *prefix {
+		req.Prefix = &key
+	} else {
+		req.Key = &key
+	}
+	ctx, cancel := cf.callCtx()
+	g, err := c.Get(ctx, req)
+	cancel()
+	if err != nil {
+		return cf.failed(err)
+	}
+	rev := g.Revision
+	if *from >= 0 {
+		rev = *from
+	}
+
+	sctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	w, err := c.Watch(sctx, key, *prefix, rev)
+	if err != nil {
+		return err
+	}
+	what := "key " + key
+	if *prefix {
+		what = "prefix " + key
+	}
+	fmt.Fprintf(os.Stderr, "watching %s after revision %d\n", what, rev)
+	for e := range w.Events() {
+		if cf.json {
+			if err := printJSON(os.Stdout, e); err != nil {
+				return err
+			}
+			continue
+		}
+		fmt.Println(eventText(e))
+	}
+	err = w.Err()
+	switch {
+	case sctx.Err() != nil:
+		return nil // interrupted: the normal end
+	case errors.Is(err, client.ErrCompacted):
+		return fmt.Errorf("%w\nthe change log no longer holds the events after revision %d: re-read the keys (concord kv get) and resume with --from at the revision of that read", err, rev)
+	}
+	return err
+}
+
+// eventText is one event on one line, value last.
+func eventText(e schema.Event) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "revision=%d op_index=%d type=%s key=%s cause=%s", e.Revision, e.OpIndex, e.Type, e.Key, e.Cause)
+	if e.Lease != 0 {
+		fmt.Fprintf(&b, " lease=%d", e.Lease)
+	}
+	if e.Type == schema.EventPut {
+		fmt.Fprintf(&b, " value=%s", e.Value)
+	}
+	return b.String()
+}
