@@ -66,7 +66,11 @@ func startCluster(t *testing.T, size int, extra ...string) *cluster {
 			n.kill()
 			if t.Failed() {
 				if b, err := os.ReadFile(n.logPath); err == nil {
-					t.Logf("n%d log:\n%s", i+1, tail(string(b), 40))
+					lines := 40
+					if strings.Contains(string(b), "SIGQUIT") {
+						lines = 100000 // a goroutine dump from a stuck shutdown: all of it
+					}
+					t.Logf("n%d log:\n%s", i+1, tail(string(b), lines))
 				}
 			}
 		}

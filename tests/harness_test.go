@@ -111,7 +111,11 @@ func startNode(t testing.TB, o nodeOpts) *node {
 		n.kill()
 		if t.Failed() {
 			if b, err := os.ReadFile(n.logPath); err == nil {
-				t.Logf("concord log:\n%s", tail(string(b), 60))
+				lines := 60
+				if strings.Contains(string(b), "SIGQUIT") {
+					lines = 100000 // a goroutine dump from a stuck shutdown: all of it
+				}
+				t.Logf("concord log:\n%s", tail(string(b), lines))
 			}
 		}
 	})
@@ -204,6 +208,12 @@ func (n *node) signal(sig syscall.Signal) error {
 		select {
 		case <-done:
 		case <-time.After(30 * time.Second):
+			// Stuck: a goroutine dump (SIGQUIT) into the log says where.
+			_ = cmd.Process.Signal(syscall.SIGQUIT)
+			select {
+			case <-done:
+			case <-time.After(2 * time.Second):
+			}
 			_ = cmd.Process.Kill()
 			<-done
 		}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -338,5 +339,24 @@ func TestReadmeClusterFailover(t *testing.T) {
 	}
 	if len(got.KVs) != 1 || string(got.KVs[0].Value) != `"survives"` {
 		t.Fatalf("the key after the failover: %+v\n%s", got, out)
+	}
+}
+
+// The README's CLI lock example, run with the real binary against a fresh
+// node: the command's output is exactly what the README shows.
+func TestReadmeCLILock(t *testing.T) {
+	block := readmeBlocks(t)["cli-lock"]
+	if len(block.steps) != 1 {
+		t.Fatalf("README cli-lock block not found or changed shape: %d steps", len(block.steps))
+	}
+	n := startNode(t, nodeOpts{})
+	cmd := shell(t, n.natsURL, block.steps[0].cmd)
+	cmd.Env = append(cmd.Env, "PATH="+filepath.Dir(binPath)+":"+os.Getenv("PATH"))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v", block.steps[0].cmd, err)
+	}
+	if got, want := strings.TrimSpace(string(out)), strings.Join(block.steps[0].output, "\n"); got != want {
+		t.Fatalf("README shows %q, got %q", want, got)
 	}
 }
