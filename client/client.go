@@ -247,3 +247,37 @@ func (c *Client) Status(ctx context.Context, req schema.ClusterStatusRequest) (*
 
 // Ptr returns a pointer to v, for the optional fields of requests.
 func Ptr[T any](v T) *T { return &v }
+
+// Remove takes a node out of the cluster.
+func (c *Client) Remove(ctx context.Context, req schema.ClusterRemoveRequest) (*schema.ClusterRemoveReply, error) {
+	var r schema.ClusterRemoveReply
+	return &r, c.call(ctx, subjects.ClusterRemove, req, false, &r)
+}
+
+// Snapshot makes the leader write a snapshot.
+func (c *Client) Snapshot(ctx context.Context) (*schema.ClusterSnapshotReply, error) {
+	var r schema.ClusterSnapshotReply
+	return &r, c.call(ctx, subjects.ClusterSnapshot, schema.ClusterSnapshotRequest{}, false, &r)
+}
+
+// NodeInfo asks one node about itself, leader or not. It is not retried:
+// a node that does not answer is the answer.
+func (c *Client) NodeInfo(ctx context.Context, id string, withHash bool) (*schema.NodeInfo, error) {
+	data, _ := json.Marshal(schema.NodeInfoRequest{Hash: withHash})
+	msg, err := c.nc.RequestWithContext(ctx, c.names.NodeInfo(id), data)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", id, err)
+	}
+	if msg.Header.Get(schema.HeaderErrorCode) != "" {
+		var er schema.ErrorReply
+		if err := json.Unmarshal(msg.Data, &er); err == nil && er.Error != nil {
+			return nil, fromWire(er.Error)
+		}
+		return nil, fmt.Errorf("node %s: undecodable error reply %q", id, msg.Data)
+	}
+	var info schema.NodeInfo
+	if err := json.Unmarshal(msg.Data, &info); err != nil {
+		return nil, fmt.Errorf("node %s: %w", id, err)
+	}
+	return &info, nil
+}

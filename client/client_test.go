@@ -144,3 +144,27 @@ func TestTryLock(t *testing.T) {
 		t.Fatalf("tokens %d then %d", ma.FencingToken(), mb.FencingToken())
 	}
 }
+
+// The cluster calls answer on a single node too.
+func TestClusterCalls(t *testing.T) {
+	c := connect(t)
+	ctx := context.Background()
+	st, err := c.Status(ctx, schema.ClusterStatusRequest{Hash: true})
+	if err != nil || len(st.Members) != 1 || st.Members[0].Node == nil || st.Members[0].Node.StateHash == "" {
+		t.Fatalf("status: %v %+v", err, st)
+	}
+	info, err := c.NodeInfo(ctx, st.Leader, false)
+	if err != nil || info.State != "leader" || info.ClusterID != st.ClusterID {
+		t.Fatalf("node info: %v %+v", err, info)
+	}
+	if _, err := c.Put(ctx, schema.KVPutRequest{Key: "t.snap", Value: []byte(`1`)}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := c.Snapshot(ctx)
+	if err != nil || snap.Index == 0 {
+		t.Fatalf("snapshot: %v %+v", err, snap)
+	}
+	if _, err := c.Remove(ctx, schema.ClusterRemoveRequest{ID: "nobody"}); !errors.Is(err, client.ErrNodeNotFound) {
+		t.Fatalf("remove of a stranger: %v", err)
+	}
+}
