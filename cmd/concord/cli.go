@@ -367,6 +367,24 @@ func (c *common) callCtx() (context.Context, context.CancelFunc) {
 }
 
 // printJSON writes v as one line of compact JSON.
+// callOnce connects, makes one call within --timeout, and returns its reply;
+// an error comes back classified for the exit code.
+func callOnce[R any](c *common, f func(context.Context, *client.Client) (R, error)) (R, error) {
+	var zero R
+	cl, err := c.connect()
+	if err != nil {
+		return zero, err
+	}
+	defer cl.Close()
+	ctx, cancel := c.callCtx()
+	defer cancel()
+	r, err := f(ctx, cl)
+	if err != nil {
+		return zero, c.failed(err)
+	}
+	return r, nil
+}
+
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -40,16 +41,9 @@ func kvPut(args []string) error {
 	if ttl.set {
 		req.TTL = client.Ptr(ttl.n)
 	}
-	c, err := cf.connect()
+	r, err := callOnce(cf, func(ctx context.Context, c *client.Client) (*schema.KVPutReply, error) { return c.Put(ctx, req) })
 	if err != nil {
 		return err
-	}
-	defer c.Close()
-	ctx, cancel := cf.callCtx()
-	defer cancel()
-	r, err := c.Put(ctx, req)
-	if err != nil {
-		return cf.failed(err)
 	}
 	return cf.output(r, func(w io.Writer) {
 		fmt.Fprintf(w, "revision %d\n", r.Revision)
@@ -81,16 +75,9 @@ func kvGet(args []string) error {
 	} else {
 		req.Key = &pos[0]
 	}
-	c, err := cf.connect()
+	r, err := callOnce(cf, func(ctx context.Context, c *client.Client) (*schema.KVGetReply, error) { return c.Get(ctx, req) })
 	if err != nil {
 		return err
-	}
-	defer c.Close()
-	ctx, cancel := cf.callCtx()
-	defer cancel()
-	r, err := c.Get(ctx, req)
-	if err != nil {
-		return cf.failed(err)
 	}
 	if err := cf.output(r, func(w io.Writer) {
 		if *count {
@@ -134,16 +121,9 @@ func kvDel(args []string) error {
 	} else {
 		req.Key = &pos[0]
 	}
-	c, err := cf.connect()
+	r, err := callOnce(cf, func(ctx context.Context, c *client.Client) (*schema.KVDeleteReply, error) { return c.Delete(ctx, req) })
 	if err != nil {
 		return err
-	}
-	defer c.Close()
-	ctx, cancel := cf.callCtx()
-	defer cancel()
-	r, err := c.Delete(ctx, req)
-	if err != nil {
-		return cf.failed(err)
 	}
 	return cf.output(r, func(w io.Writer) {
 		fmt.Fprintf(w, "deleted %d at revision %d\n", r.Deleted, r.Revision)
@@ -178,16 +158,9 @@ func kvTxn(args []string) error {
 	if dec.More() {
 		return usagef("the transaction has data after its JSON object")
 	}
-	c, err := cf.connect()
+	r, err := callOnce(cf, func(ctx context.Context, c *client.Client) (*schema.KVTxnReply, error) { return c.Txn(ctx, req) })
 	if err != nil {
 		return err
-	}
-	defer c.Close()
-	ctx, cancel := cf.callCtx()
-	defer cancel()
-	r, err := c.Txn(ctx, req)
-	if err != nil {
-		return cf.failed(err)
 	}
 	return cf.output(r, func(w io.Writer) {
 		fmt.Fprintf(w, "succeeded: %t, revision %d\n", r.Succeeded, r.Revision)

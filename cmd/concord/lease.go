@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -39,16 +40,9 @@ func leaseGrant(args []string) error {
 		}
 		req.Metadata = json.RawMessage(*metadata)
 	}
-	c, err := cf.connect()
+	r, err := callOnce(cf, func(ctx context.Context, c *client.Client) (*schema.LeaseGrantReply, error) { return c.Grant(ctx, req) })
 	if err != nil {
 		return err
-	}
-	defer c.Close()
-	ctx, cancel := cf.callCtx()
-	defer cancel()
-	r, err := c.Grant(ctx, req)
-	if err != nil {
-		return cf.failed(err)
 	}
 	return cf.output(r, func(w io.Writer) {
 		fmt.Fprintf(w, "lease %d granted, ttl %ds\n", r.ID, r.TTL)
@@ -71,16 +65,11 @@ func leaseKeepAlive(args []string) error {
 	if ttl.set {
 		req.TTL = client.Ptr(ttl.n)
 	}
-	c, err := cf.connect()
+	r, err := callOnce(cf, func(ctx context.Context, c *client.Client) (*schema.LeaseKeepAliveReply, error) {
+		return c.KeepAlive(ctx, req)
+	})
 	if err != nil {
 		return err
-	}
-	defer c.Close()
-	ctx, cancel := cf.callCtx()
-	defer cancel()
-	r, err := c.KeepAlive(ctx, req)
-	if err != nil {
-		return cf.failed(err)
 	}
 	return cf.output(r, func(w io.Writer) {
 		fmt.Fprintf(w, "lease %d renewed, ttl %ds, %s left\n", r.ID, r.TTL, msText(r.RemainingMS))
@@ -97,16 +86,11 @@ func leaseRevoke(args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := cf.connect()
+	r, err := callOnce(cf, func(ctx context.Context, c *client.Client) (*schema.LeaseRevokeReply, error) {
+		return c.Revoke(ctx, schema.LeaseRevokeRequest{ID: id})
+	})
 	if err != nil {
 		return err
-	}
-	defer c.Close()
-	ctx, cancel := cf.callCtx()
-	defer cancel()
-	r, err := c.Revoke(ctx, schema.LeaseRevokeRequest{ID: id})
-	if err != nil {
-		return cf.failed(err)
 	}
 	return cf.output(r, func(w io.Writer) {
 		fmt.Fprintf(w, "lease %d revoked, %d keys deleted at revision %d\n", id, r.Deleted, r.Revision)
@@ -124,16 +108,11 @@ func leaseInfo(args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := cf.connect()
+	r, err := callOnce(cf, func(ctx context.Context, c *client.Client) (*schema.LeaseInfo, error) {
+		return c.LeaseInfo(ctx, schema.LeaseInfoRequest{ID: id, Keys: *keys})
+	})
 	if err != nil {
 		return err
-	}
-	defer c.Close()
-	ctx, cancel := cf.callCtx()
-	defer cancel()
-	r, err := c.LeaseInfo(ctx, schema.LeaseInfoRequest{ID: id, Keys: *keys})
-	if err != nil {
-		return cf.failed(err)
 	}
 	return cf.output(r, func(w io.Writer) {
 		tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
@@ -166,16 +145,11 @@ func leaseList(args []string) error {
 	if _, err := parseArgs(fs, args, 0, 0); err != nil {
 		return err
 	}
-	c, err := cf.connect()
+	r, err := callOnce(cf, func(ctx context.Context, c *client.Client) (*schema.LeaseListReply, error) {
+		return c.LeaseList(ctx, schema.LeaseListRequest{IncludeAnonymous: *all, Limit: *limit, After: *after})
+	})
 	if err != nil {
 		return err
-	}
-	defer c.Close()
-	ctx, cancel := cf.callCtx()
-	defer cancel()
-	r, err := c.LeaseList(ctx, schema.LeaseListRequest{IncludeAnonymous: *all, Limit: *limit, After: *after})
-	if err != nil {
-		return cf.failed(err)
 	}
 	return cf.output(r, func(w io.Writer) {
 		if len(r.Leases) == 0 {

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"text/tabwriter"
 
+	"github.com/concord-io/concord/client"
 	"github.com/concord-io/concord/schema"
 )
 
@@ -13,16 +15,11 @@ func runStatus(args []string) error {
 	if _, err := parseArgs(fs, args, 0, 0); err != nil {
 		return err
 	}
-	c, err := cf.connect()
+	r, err := callOnce(cf, func(ctx context.Context, c *client.Client) (*schema.ClusterStatusReply, error) {
+		return c.Status(ctx, schema.ClusterStatusRequest{})
+	})
 	if err != nil {
 		return err
-	}
-	defer c.Close()
-	ctx, cancel := cf.callCtx()
-	defer cancel()
-	r, err := c.Status(ctx, schema.ClusterStatusRequest{})
-	if err != nil {
-		return cf.failed(err)
 	}
 	return cf.output(r, func(w io.Writer) {
 		fmt.Fprintf(w, "cluster %s: leader %s, term %d, revision %d\n\n", r.ClusterID, r.Leader, r.Term, r.Revision)
