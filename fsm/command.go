@@ -202,10 +202,7 @@ func (w *encoder) body(body any) (Op, error) {
 		w.delete(b)
 		return OpDelete, nil
 	case *Expire:
-		w.uvarint(uint64(len(b.IDs)))
-		for _, id := range b.IDs {
-			w.varint(id)
-		}
+		w.ids(b.IDs)
 		return OpExpire, nil
 	case *Limits:
 		w.varint(b.MaxLeases)
@@ -216,10 +213,7 @@ func (w *encoder) body(body any) (Op, error) {
 		w.varint(b.ChangesMaxAgeMS)
 		return OpSetLimits, nil
 	case *KeepAliveMany:
-		w.uvarint(uint64(len(b.IDs)))
-		for _, id := range b.IDs {
-			w.varint(id)
-		}
+		w.ids(b.IDs)
 		return OpKeepAliveMany, nil
 	case *Txn:
 		w.txn(b)
@@ -271,15 +265,7 @@ func Decode(data []byte) (Command, error) {
 	case OpDelete:
 		c.Body = r.delete()
 	case OpExpire:
-		n := r.count()
-		e := &Expire{}
-		if n > 0 {
-			e.IDs = make([]int64, 0, n)
-		}
-		for i := 0; i < n; i++ {
-			e.IDs = append(e.IDs, r.varint())
-		}
-		c.Body = e
+		c.Body = &Expire{IDs: r.ids()}
 	case OpSetLimits:
 		// Later fields were added over time; an entry written before them
 		// ends early and takes the defaults.
@@ -292,15 +278,7 @@ func Decode(data []byte) (Command, error) {
 		}
 		c.Body = l
 	case OpKeepAliveMany:
-		n := r.count()
-		k := &KeepAliveMany{}
-		if n > 0 {
-			k.IDs = make([]int64, 0, n)
-		}
-		for i := 0; i < n; i++ {
-			k.IDs = append(k.IDs, r.varint())
-		}
-		c.Body = k
+		c.Body = &KeepAliveMany{IDs: r.ids()}
 	case OpTxn:
 		c.Body = r.txn()
 	default:
@@ -330,6 +308,27 @@ func (d *decoder) delete() *Delete {
 	del.IsPrefix, del.PrevKV = f&1 != 0, f&2 != 0
 	del.Limit = d.varint()
 	return del
+}
+
+// ids writes a list of lease ids.
+func (e *encoder) ids(ids []int64) {
+	e.uvarint(uint64(len(ids)))
+	for _, id := range ids {
+		e.varint(id)
+	}
+}
+
+// ids reads a list of lease ids; an empty list decodes as nil.
+func (d *decoder) ids() []int64 {
+	n := d.count()
+	if n == 0 {
+		return nil
+	}
+	ids := make([]int64, 0, n)
+	for i := 0; i < n; i++ {
+		ids = append(ids, d.varint())
+	}
+	return ids
 }
 
 // count reads a length that must not exceed the bytes left (every element
