@@ -18,6 +18,9 @@ func (s *State) setLease(l *lease) {
 		s.expiry.Delete(deadlineEntry{old.deadline, old.id})
 	} else if l.anonymous {
 		s.anonymous++
+		s.activity.GrantedAnonymous++
+	} else {
+		s.activity.Granted++
 	}
 	s.expiry.ReplaceOrInsert(deadlineEntry{l.deadline, l.id})
 }
@@ -108,6 +111,7 @@ func (s *State) keepAlive(now int64, k *KeepAlive) (any, error) {
 	}
 	nl.deadline = now + nl.ttl*1000
 	s.setLease(&nl)
+	s.activity.Renewed++
 	return &schema.LeaseKeepAliveReply{ID: nl.id, TTL: nl.ttl, RemainingTTL: nl.ttl, RemainingMS: nl.ttl * 1000}, nil
 }
 

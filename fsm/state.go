@@ -69,6 +69,19 @@ type State struct {
 	now         int64
 	limits      Limits
 	anonymous   int64
+
+	// activity counts what the command being applied did to leases; it is
+	// reset by each command and is not part of the state or its snapshot.
+	activity LeaseActivity
+}
+
+// LeaseActivity counts what one command did to leases, for telemetry.
+type LeaseActivity struct {
+	// Granted and GrantedAnonymous count new leases: by grant, and by a
+	// put with a ttl (in a transaction too).
+	Granted, GrantedAnonymous int64
+	// Renewed counts leases a keep-alive renewed.
+	Renewed int64
 }
 
 // Result is what applying one command produced.
@@ -89,6 +102,8 @@ type Result struct {
 	// idempotency key already used for the same request, and changed
 	// nothing this time.
 	Cached bool
+	// Leases counts what the command did to leases; zero when it failed.
+	Leases LeaseActivity
 }
 
 // ExpiredLease reports one lease removed by an Expire command.
@@ -140,6 +155,9 @@ func (s *State) Limits() Limits { return s.limits }
 // KeyCount returns the number of keys.
 func (s *State) KeyCount() int { return s.kv.Len() }
 
+// AttachedKeyCount returns the number of keys attached to leases.
+func (s *State) AttachedKeyCount() int { return s.attached.Len() }
+
 // LeaseCount returns the number of leases, explicit and anonymous.
 func (s *State) LeaseCount() (explicit, anonymous int64) {
 	return int64(s.leases.Len()) - s.anonymous, s.anonymous
@@ -162,6 +180,7 @@ func (s *State) ApplyCommand(c Command) Result {
 	if c.Now > s.now {
 		s.now = c.Now
 	}
+	s.activity = LeaseActivity{}
 	var r Result
 	if c.IdempotencyKey != "" && mutates(c.Op) {
 		r = s.applyIdempotent(c, s.now)
@@ -171,6 +190,9 @@ func (s *State) ApplyCommand(c Command) Result {
 	s.pruneIdempotency()
 	if len(r.Events) > 0 {
 		s.recordChanges(r.Events, s.now)
+	}
+	if r.Err == nil && !r.Cached {
+		r.Leases = s.activity
 	}
 	return r
 }
