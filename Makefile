@@ -55,13 +55,44 @@ tools: $(BIN)/nats
 $(BIN)/nats:
 	GOBIN=$(BIN) $(GO) install github.com/nats-io/natscli/nats@$(NATSCLI_VERSION)
 
-# Load a fresh single node with every workload (see README, Performance).
+# The standard set of `concord bench` workloads (see README, Performance),
+# twice, on fresh servers with data and logs in a temporary directory: first
+# a single node (NATS on 127.0.0.1:14222, Raft on 17422), then a 3-node
+# cluster (NATS clients on 14231-14233, routes on 16231-16233, Raft on
+# 17431-17433; n1 bootstraps, n2 and n3 join), its three client URLs given
+# to --url. A set starts once `concord status` reports every member
+# reachable. Every server is killed at the end, on failure or Ctrl-C too.
+# Extra flags for concord bench: make bench BENCH_FLAGS="--duration 2s".
+BENCH_SINGLE_URL  := nats://127.0.0.1:14222
+BENCH_CLUSTER_URL := nats://127.0.0.1:14231,nats://127.0.0.1:14232,nats://127.0.0.1:14233
+BENCH_ROUTES      := nats://127.0.0.1:16231,nats://127.0.0.1:16232,nats://127.0.0.1:16233
+BENCH_SERVE       := $(BIN)/concord serve --max-leases 10000000 --log-level warn
+
 bench: build
-	@dir=$$(mktemp -d); \
-	  $(BIN)/concord serve --data-dir $$dir/data --nats-listen 127.0.0.1:14222 --raft-addr 127.0.0.1:17422 \
-	    --max-leases 10000000 --log-level warn & pid=$$!; \
-	  sleep 2; $(BIN)/concord bench --url nats://127.0.0.1:14222 $(BENCH_FLAGS); status=$$?; \
-	  kill $$pid; wait $$pid; rm -rf $$dir; exit $$status
+	@dir=$$(mktemp -d); pids=; status=0; \
+	  stop() { for p in $$pids; do kill $$p 2>/dev/null; done; for p in $$pids; do wait $$p 2>/dev/null; done; pids=; }; \
+	  trap 'stop; rm -rf $$dir' EXIT; trap 'exit 130' INT TERM HUP; \
+	  logs() { for f in $$dir/*.log; do echo "--- $$f" >&2; tail -n 20 $$f >&2; done; }; \
+	  ready() { end=$$(($$(date +%s) + 30)); \
+	    while [ $$(date +%s) -lt $$end ]; do \
+	      for p in $$pids; do kill -0 $$p 2>/dev/null || { echo "bench: server $$p exited" >&2; logs; return 1; }; done; \
+	      up=$$($(BIN)/concord status --server $$1 --timeout 1s --json 2>/dev/null | grep -o '"reachable":true' | wc -l); \
+	      [ "$$up" -eq $$2 ] && return 0; sleep 0.2; done; \
+	    echo "bench: $$1 did not report $$2 reachable member(s) within 30 s" >&2; logs; return 1; }; \
+	  run() { if ready $$1 $$2; then $(BIN)/concord bench --url $$1 $(BENCH_FLAGS) || { status=1; logs; }; else status=1; fi; stop; rm -f $$dir/*.log; }; \
+	  echo "=== concord bench: single node ($(BENCH_SINGLE_URL)) ==="; \
+	  $(BENCH_SERVE) --data-dir $$dir/single --nats-listen $(patsubst nats://%,%,$(BENCH_SINGLE_URL)) \
+	    --raft-addr 127.0.0.1:17422 > $$dir/single.log 2>&1 & pids="$$pids $$!"; \
+	  run $(BENCH_SINGLE_URL) 1; \
+	  echo "=== concord bench: 3-node cluster ($(BENCH_CLUSTER_URL)) ==="; \
+	  for i in 1 2 3; do \
+	    mode=--join; [ $$i = 1 ] && mode=--bootstrap; \
+	    $(BENCH_SERVE) --node-id n$$i --data-dir $$dir/n$$i --raft-addr 127.0.0.1:1743$$i \
+	      --nats-listen 127.0.0.1:1423$$i --nats-cluster 127.0.0.1:1623$$i --nats-routes $(BENCH_ROUTES) $$mode \
+	      > $$dir/n$$i.log 2>&1 & pids="$$pids $$!"; \
+	  done; \
+	  run $(BENCH_CLUSTER_URL) 3; \
+	  exit $$status
 
 # The same throughput workloads against etcd on this machine (needs etcd:
 # apt-get install etcd-server).
