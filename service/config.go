@@ -82,9 +82,19 @@ type Config struct {
 	ChangesMax    int64
 	ChangesMaxAge time.Duration
 
+	// MetricsListen, when set, is the address of the operator listener:
+	// /metrics, /healthz and /readyz.
+	MetricsListen string
+
 	// FaultFile is for tests: a JSON file {"block": [raft addresses]} that
 	// the node polls and whose peers it cuts off at the Raft transport.
 	FaultFile string
+
+	// Version is the build's version, which the leader reports to NATS
+	// service discovery (`nats micro info`). It should be a semantic
+	// version; a leading "v" is dropped, empty reports "0.0.0-dev", and
+	// anything else reports "0.0.0-unknown" with a warning.
+	Version string
 
 	// Logger receives the node's logs; nil uses slog.Default().
 	Logger *slog.Logger

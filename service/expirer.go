@@ -32,15 +32,21 @@ func (s *Service) runExpirer(ctx context.Context) {
 		if !ok {
 			return
 		}
+		start := time.Now()
 		var expired []int64
 		var haveLeases bool
+		var leases int64
 		s.sm.read(func(st *fsm.State) {
 			expired = st.Expired(now, 0)
 			_, haveLeases = st.NextDeadline()
+			explicit, anon := st.LeaseCount()
+			leases = explicit + anon
 		})
 		wait := tick
 		if haveLeases && (len(expired) > 0 || time.Since(lastProposal) >= tick) {
-			if err := s.proposeExpire(now, expired); err != nil {
+			err := s.proposeExpire(now, expired)
+			s.observeTick(start, len(expired), leases)
+			if err != nil {
 				if ctx.Err() != nil {
 					return
 				}
@@ -87,4 +93,19 @@ func (s *Service) proposeExpire(now int64, ids []int64) error {
 		}
 	}
 	return firstErr
+}
+
+// observeTick records one tick that proposed: its duration, the deadlines
+// it examined (the expired ones, then the first one not yet due, if any)
+// and the expire entries it proposed.
+func (s *Service) observeTick(start time.Time, expired int, leases int64) {
+	m := s.metrics
+	m.tickDuration.Observe(time.Since(start).Seconds())
+	scanned := expired
+	if leases > int64(expired) {
+		scanned++
+	}
+	m.tickScanned.Add(float64(scanned))
+	m.tickExpired.Add(float64(expired))
+	m.tickBatches.Observe(float64((expired + s.cfg.ExpireBatch - 1) / s.cfg.ExpireBatch))
 }

@@ -43,37 +43,48 @@ func (s *Service) handlers() map[subjects.Endpoint]handlerFunc {
 	}
 }
 
+// subscribe starts serving the request subjects, as the nats micro service
+// that `nats micro ls` lists (see micro.go); the leader calls it on gaining
+// leadership.
 func (s *Service) subscribe() error {
 	s.subsMu.Lock()
 	defer s.subsMu.Unlock()
-	for ep, h := range s.handlers() {
-		sub, err := s.nc.QueueSubscribe(s.names.Request(ep), queueGroup, func(m *nats.Msg) { s.dispatch(m, h) })
-		if err != nil {
-			return fmt.Errorf("subscribe %s: %w", s.names.Request(ep), err)
-		}
-		s.subs = append(s.subs, sub)
+	if s.microSvc != nil {
+		return nil // already serving
+	}
+	svc, err := s.addMicroService(s.handlers())
+	if svc != nil {
+		s.microSvc = svc // stopped by unsubscribe, even after a partial failure
+	}
+	if err != nil {
+		return fmt.Errorf("register the nats micro service: %w", err)
 	}
 	// Make sure the server has the interest before we call ourselves ready.
 	return s.nc.Flush()
 }
 
+// unsubscribe stops serving the request subjects and drops the micro
+// service from discovery. micro's Stop drains rather than unsubscribes:
+// requests already delivered are still dispatched, and get not_leader (a
+// retry) instead of no reply at all.
 func (s *Service) unsubscribe() {
 	s.subsMu.Lock()
 	defer s.subsMu.Unlock()
-	for _, sub := range s.subs {
-		if err := sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-			s.log.Warn("unsubscribe", "subject", sub.Subject, "err", err)
-		}
+	if s.microSvc == nil {
+		return
 	}
-	s.subs = nil
+	if err := s.microSvc.Stop(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		s.log.Warn("stop the nats micro service", "err", err)
+	}
+	s.microSvc = nil
 }
 
 // dispatch hands the request to a worker: a subscription callback runs
 // serially, and serial handling would cap throughput at one Raft round trip
 // per request. Workers are long-lived so their stacks stay grown; they are
 // started on demand up to MaxInflight, which bounds memory under overload.
-func (s *Service) dispatch(m *nats.Msg, h handlerFunc) {
-	j := job{m: m, h: h}
+func (s *Service) dispatch(ep subjects.Endpoint, m *nats.Msg, h handlerFunc) {
+	j := job{ep: ep, m: m, h: h}
 	select {
 	case s.jobs <- j: // an idle worker takes it
 		return
@@ -88,8 +99,9 @@ func (s *Service) dispatch(m *nats.Msg, h handlerFunc) {
 
 // job is one request waiting for a worker.
 type job struct {
-	m *nats.Msg
-	h handlerFunc
+	ep subjects.Endpoint // what the request counts toward in reqStats
+	m  *nats.Msg
+	h  handlerFunc
 }
 
 // workerIdle is how long a worker waits for a request before it exits.
@@ -100,8 +112,13 @@ func (s *Service) worker(j job) {
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
+		start := time.Now()
 		reply, e := s.serve(j.m, j.h)
-		s.respond(j.m, reply, e)
+		// Count what was sent: a reply too large for NATS goes out as an error.
+		e = s.respond(j.m, reply, e)
+		took := time.Since(start)
+		s.reqStats.observe(j.ep, took, e)
+		s.metrics.observeRequest(string(j.ep), took, e)
 		idle.Reset(workerIdle)
 		select {
 		case j = <-s.jobs:
@@ -137,10 +154,12 @@ func (s *Service) propose(body any, idempotencyKey string) (*fsm.Result, *schema
 	if err != nil {
 		return nil, schema.Errorf(schema.ErrInternal, "%v", err)
 	}
+	start := time.Now()
 	f := s.raft.Apply(data, s.cfg.ApplyTimeout)
 	if err := f.Error(); err != nil {
 		return nil, raftError(err)
 	}
+	s.metrics.applyDuration.Observe(time.Since(start).Seconds())
 	res, ok := f.Response().(*fsm.Result)
 	if !ok {
 		return nil, schema.Errorf(schema.ErrInternal, "unexpected apply response %T", f.Response())

@@ -61,6 +61,9 @@ func (s *Service) becomeLeader(ctx context.Context) *leaderTerm {
 	var base int64
 	var limits fsm.Limits
 	s.sm.read(func(st *fsm.State) { base, limits = st.Now(), st.Limits() })
+	// The clock resumes from where the log left it: every lease gained the
+	// time it stood still.
+	s.metrics.clockExtension.Observe(s.sm.sinceClockMoved(s.started).Seconds())
 	s.clock.startAt(base)
 
 	want := fsm.Limits{

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/subjects"
@@ -21,13 +22,15 @@ type publisher struct {
 	log     *slog.Logger
 	ch      chan []schema.Event
 	enabled atomic.Bool
-	done    chan struct{} // closed when run returns
+	// published counts events handed to NATS.
+	published prometheus.Counter
+	done      chan struct{} // closed when run returns
 }
 
-func newPublisher(nc *nats.Conn, names subjects.Names, log *slog.Logger) *publisher {
+func newPublisher(nc *nats.Conn, names subjects.Names, log *slog.Logger, published prometheus.Counter) *publisher {
 	// The buffer absorbs bursts; when it is full, Apply waits, which slows
 	// writers rather than dropping events.
-	return &publisher{nc: nc, names: names, log: log, ch: make(chan []schema.Event, 4096), done: make(chan struct{})}
+	return &publisher{nc: nc, names: names, log: log, published: published, ch: make(chan []schema.Event, 4096), done: make(chan struct{})}
 }
 
 // enqueue is called by the state machine in log order.
@@ -61,7 +64,9 @@ func (p *publisher) run(ctx context.Context) {
 				msg.Data = buf
 				if err := p.nc.PublishMsg(msg); err != nil {
 					p.log.Warn("publish watch event", "key", ev.Key, "revision", ev.Revision, "err", err)
+					continue
 				}
+				p.published.Inc()
 			}
 		}
 	}

@@ -28,11 +28,12 @@ func marshal(v any) ([]byte, error) {
 	return append([]byte(nil), out[:len(out)-1]...), nil // drop Encode's newline
 }
 
-// respond sends a reply or an error reply. Requests without a reply
-// subject (plain publishes) get nothing.
-func (s *Service) respond(m *nats.Msg, reply any, e *schema.Error) {
+// respond sends a reply or an error reply and returns the error it sent,
+// which differs from e when the reply could not be encoded or is too large
+// for NATS. Requests without a reply subject (plain publishes) get nothing.
+func (s *Service) respond(m *nats.Msg, reply any, e *schema.Error) *schema.Error {
 	if m.Reply == "" {
-		return
+		return e
 	}
 	if e == nil {
 		data, err := marshal(reply)
@@ -42,7 +43,7 @@ func (s *Service) respond(m *nats.Msg, reply any, e *schema.Error) {
 			if err := s.nc.Publish(m.Reply, data); err != nil {
 				s.log.Debug("send reply", "subject", m.Subject, "err", err)
 			}
-			return
+			return nil
 		}
 		if e == nil {
 			e = schema.Errorf(schema.ErrInternal, "encode reply: %v", err)
@@ -60,4 +61,5 @@ func (s *Service) respond(m *nats.Msg, reply any, e *schema.Error) {
 	if err := s.nc.PublishMsg(msg); err != nil {
 		s.log.Debug("send error reply", "subject", m.Subject, "err", err)
 	}
+	return e
 }

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/concord-io/concord/service/boltstore"
 	"github.com/concord-io/concord/subjects"
@@ -34,6 +36,11 @@ type Service struct {
 	raft   *raft.Raft
 	sm     *stateMachine
 
+	metrics  *metrics
+	http     *http.Server // the operator listener, when configured
+	httpAddr string
+	started  time.Time
+
 	clock    leaseClock
 	pub      *publisher
 	reads    *readBarrier
@@ -41,8 +48,13 @@ type Service struct {
 	workers  chan struct{} // one token per running worker
 	jobs     chan job      // requests for idle workers
 
-	subsMu sync.Mutex
-	subs   []*nats.Subscription
+	// subsMu guards microSvc: the nats micro service through which the
+	// leader serves requests (micro.go); nil while not leading.
+	subsMu   sync.Mutex
+	microSvc micro.Service
+	// reqStats counts requests per endpoint for the life of the process,
+	// across leadership terms.
+	reqStats requestStats
 
 	// failed receives the error that stops a running node (a refused
 	// join); the process should exit with it.
@@ -70,8 +82,11 @@ func Start(cfg Config) (*Service, error) {
 		failed:   make(chan error, 1),
 		workers:  make(chan struct{}, cfg.MaxInflight),
 		jobs:     make(chan job),
+		reqStats: newRequestStats(subjects.Endpoints),
 	}
 	s.reads = &readBarrier{s: s}
+	s.started = time.Now()
+	s.metrics = newMetrics(s)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if err := s.start(); err != nil {
 		s.Close()
@@ -111,11 +126,17 @@ func (s *Service) start() error {
 		s.log.Warn("the NATS max_payload is below the largest value plus its envelope; large puts will be refused by NATS",
 			"max_payload", nc.MaxPayload(), "max_value_bytes", s.cfg.MaxValueBytes)
 	}
-	s.pub = newPublisher(nc, s.names, s.log)
+	s.pub = newPublisher(nc, s.names, s.log, s.metrics.watchEvents)
 	s.sm = newStateMachine(s.pub.enqueue)
 	s.goRun(s.pub.run)
 	if err := s.startRaft(); err != nil {
 		return err
+	}
+	s.goRun(func(ctx context.Context) { s.metrics.watchLeaders(s.raft, ctx.Done()) })
+	if s.cfg.MetricsListen != "" {
+		if err := s.serveHTTP(s.cfg.MetricsListen); err != nil {
+			return err
+		}
 	}
 	// Every node answers for itself, leader or not.
 	for _, subject := range []string{s.names.NodeInfo(s.cfg.NodeID), s.names.Nodes()} {
@@ -167,6 +188,7 @@ func (s *Service) IsLeader() bool {
 func (s *Service) Close() error {
 	var errs []error
 	s.closed.Do(func() {
+		s.closeHTTP()
 		s.unsubscribe()
 		// No more events: an apply must not wait on a publisher that is
 		// stopping, or Raft's shutdown would wait on the apply.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -25,6 +26,15 @@ type stateMachine struct {
 	applied appliedIndex
 	// onEvents is called from the Raft FSM goroutine, in log order, outside mu.
 	onEvents func([]schema.Event)
+	// onResult, when set, sees every command's result and the lease-clock
+	// time it applied at, on the FSM goroutine, outside mu (telemetry).
+	onResult func(r *fsm.Result, now int64)
+	// onSnapshot, when set, learns each persisted snapshot's duration and
+	// size (telemetry).
+	onSnapshot func(d time.Duration, bytes int64)
+	// clockMoved is when this node last applied an entry that advanced
+	// the lease clock (guarded by mu); zero before the first since start.
+	clockMoved time.Time
 }
 
 var _ raft.BatchingFSM = (*stateMachine)(nil)
@@ -41,26 +51,49 @@ func (m *stateMachine) Apply(l *raft.Log) any {
 func (m *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
 	results := make([]*fsm.Result, len(logs))
+	nows := make([]int64, len(logs))
 	m.mu.Lock()
+	before := m.state.Now()
 	for i, l := range logs {
 		if l.Type != raft.LogCommand {
 			continue
 		}
 		r := m.state.Apply(l.Data)
-		results[i] = &r
+		results[i], nows[i] = &r, m.state.Now()
 		out[i] = &r
+	}
+	if m.state.Now() > before {
+		m.clockMoved = time.Now()
 	}
 	if len(logs) > 0 {
 		// Under the lock, so the applied index always matches the state.
 		m.applied.set(logs[len(logs)-1].Index)
 	}
 	m.mu.Unlock()
-	for _, r := range results {
-		if r != nil && len(r.Events) > 0 {
+	for i, r := range results {
+		if r == nil {
+			continue
+		}
+		if len(r.Events) > 0 {
 			m.onEvents(r.Events)
+		}
+		if m.onResult != nil {
+			m.onResult(r, nows[i])
 		}
 	}
 	return out
+}
+
+// sinceClockMoved is how long ago this node last applied an entry that
+// advanced the lease clock, or since start when it has applied none.
+func (m *stateMachine) sinceClockMoved(start time.Time) time.Duration {
+	m.mu.RLock()
+	t := m.clockMoved
+	m.mu.RUnlock()
+	if t.IsZero() {
+		t = start
+	}
+	return time.Since(t)
 }
 
 // read runs f with the state locked for reading.
@@ -95,7 +128,7 @@ func (m *stateMachine) digest(withHash bool) (applied uint64, revision int64, ha
 func (m *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return &fsmSnapshot{index: m.applied.get(), snap: m.state.Snapshot()}, nil
+	return &fsmSnapshot{index: m.applied.get(), snap: m.state.Snapshot(), onPersisted: m.onSnapshot}, nil
 }
 
 // Restore replaces the state from a snapshot written by fsmSnapshot.Persist.
@@ -121,20 +154,31 @@ func (m *stateMachine) Restore(rc io.ReadCloser) error {
 type fsmSnapshot struct {
 	index uint64
 	snap  *fsm.Snapshot
+	// onPersisted, when set, learns how long writing took and how many
+	// bytes were written.
+	onPersisted func(d time.Duration, bytes int64)
 }
 
 func (f *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	start := time.Now()
 	var hdr [8]byte
 	binary.BigEndian.PutUint64(hdr[:], f.index)
 	if _, err := sink.Write(hdr[:]); err != nil {
 		sink.Cancel()
 		return fmt.Errorf("persist snapshot: %w", err)
 	}
-	if _, err := f.snap.WriteTo(sink); err != nil {
+	n, err := f.snap.WriteTo(sink)
+	if err != nil {
 		sink.Cancel()
 		return fmt.Errorf("persist snapshot: %w", err)
 	}
-	return sink.Close()
+	if err := sink.Close(); err != nil {
+		return err
+	}
+	if f.onPersisted != nil {
+		f.onPersisted(time.Since(start), n+int64(len(hdr)))
+	}
+	return nil
 }
 
 func (f *fsmSnapshot) Release() {}

@@ -21,8 +21,9 @@ type cluster struct {
 	t     *testing.T
 	dir   string
 	nodes []*node
-	// per node: NATS client URL, Raft address, fault-switch file
-	urls, raftAddrs, faults []string
+	// per node: NATS client URL, Raft address, fault-switch file, and the
+	// operator listener (/metrics, /readyz)
+	urls, raftAddrs, faults, metricsAddrs []string
 }
 
 // startCluster starts size nodes: n1 bootstraps, the others join. extra
@@ -38,6 +39,7 @@ func startCluster(t *testing.T, size int, extra ...string) *cluster {
 		c.urls = append(c.urls, fmt.Sprintf("nats://127.0.0.1:%d", freePort(t)))
 		c.raftAddrs = append(c.raftAddrs, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
 		c.faults = append(c.faults, filepath.Join(c.dir, fmt.Sprintf("faults-n%d.json", i+1)))
+		c.metricsAddrs = append(c.metricsAddrs, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
 	}
 	for i := 0; i < size; i++ {
 		mode := "--join"
@@ -51,6 +53,7 @@ func startCluster(t *testing.T, size int, extra ...string) *cluster {
 			"--nats-cluster", fmt.Sprintf("127.0.0.1:%d", clusterPorts[i]),
 			"--nats-routes", strings.Join(routes, ","),
 			"--test-fault-file", c.faults[i],
+			"--metrics-listen", c.metricsAddrs[i],
 			mode}
 		args = append(args, extra...)
 		n := &node{t: t, dataDir: filepath.Join(c.dir, fmt.Sprintf("data-n%d", i+1)), natsURL: c.urls[i], args: args,

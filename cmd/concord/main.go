@@ -8,8 +8,10 @@ import (
 	"os"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version is set at build time with -ldflags "-X main.version=...". It is
+// also the version `nats micro info` shows, and NATS micro requires a
+// semantic version (a leading "v" is dropped), hence the default.
+var version = "0.0.0-dev"
 
 const usage = `concord — leases and a revisioned key-value store over NATS
 

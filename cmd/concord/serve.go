@@ -17,6 +17,7 @@ import (
 
 func runServe(args []string) error {
 	cfg := service.DefaultConfig()
+	cfg.Version = version
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&cfg.NodeID, "node-id", cfg.NodeID, "this node's Raft id (fixed for the life of the data directory)")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the Raft log and snapshots")
@@ -61,6 +62,8 @@ func runServe(args []string) error {
 	fs.Int64Var(&cfg.ChangesMax, "changes-max", cfg.ChangesMax, "events the change log keeps (replicated)")
 	fs.DurationVar(&cfg.ChangesMaxAge, "changes-max-age", cfg.ChangesMaxAge, "how long the change log keeps an event (replicated)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "text or json (one JSON object per line)")
+	fs.StringVar(&cfg.MetricsListen, "metrics-listen", "", "serve /metrics (Prometheus), /healthz and /readyz on this address, e.g. 127.0.0.1:9090")
 	pprofListen := fs.String("pprof-listen", "", "serve Go's net/http/pprof profiles on this address (for profiling; off by default)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -81,7 +84,15 @@ func runServe(args []string) error {
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	opts := &slog.HandlerOptions{Level: level}
+	switch *logFormat {
+	case "text":
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, opts))
+	case "json":
+		cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	default:
+		return fmt.Errorf("--log-format %q: want text or json", *logFormat)
+	}
 
 	if *pprofListen != "" {
 		if err := servePprof(*pprofListen, cfg.Logger); err != nil {

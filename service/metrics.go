@@ -1,0 +1,276 @@
+package service
+
+import (
+	"sync"
+	"time"
+
+	gometrics "github.com/hashicorp/go-metrics"
+	gmprom "github.com/hashicorp/go-metrics/prometheus"
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/concord-io/concord/fsm"
+	"github.com/concord-io/concord/schema"
+)
+
+// metrics holds a node's Prometheus collectors. Counters of what the state
+// machine did (grants, renewals, revokes, expirations, expiry lag) are
+// counted where entries are applied, so every replica reports them; the
+// tick, request and lease-clock metrics come from the leader's work.
+type metrics struct {
+	reg *prometheus.Registry
+
+	leaseGrants      *prometheus.CounterVec
+	leaseRenewals    prometheus.Counter
+	leaseRevokes     prometheus.Counter
+	leaseRevokeKeys  prometheus.Histogram
+	leaseExpirations prometheus.Counter
+	leaseExpiryKeys  prometheus.Histogram
+	leaseExpiryLag   prometheus.Histogram
+
+	tickDuration   prometheus.Histogram
+	tickScanned    prometheus.Counter
+	tickExpired    prometheus.Counter
+	tickBatches    prometheus.Histogram
+	clockExtension prometheus.Histogram
+
+	requests        *prometheus.CounterVec
+	requestErrors   *prometheus.CounterVec
+	requestDuration *prometheus.HistogramVec
+	watchEvents     prometheus.Counter
+
+	leaderChanges    prometheus.Counter
+	applyDuration    prometheus.Histogram
+	snapshotDuration prometheus.Histogram
+	snapshotBytes    prometheus.Gauge
+}
+
+// keyBuckets suit counts of keys on one lease: 0 to the default limit.
+var keyBuckets = []float64{0, 1, 2, 5, 10, 50, 100, 500, 1000, 5000, 10000}
+
+// lagBuckets suit expiry lag and clock extension: a few milliseconds in
+// steady state, seconds around a failover.
+var lagBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 1.5, 2, 5, 10, 30}
+
+func newMetrics(s *Service) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	f := factory{m.reg}
+	m.leaseGrants = f.counterVec("concord_lease_grants_total", "Leases granted, by grant or, anonymous, by a put with a ttl.", "anonymous")
+	m.leaseRenewals = f.counter("concord_lease_renewals_total", "Leases renewed by keep-alives (each lease of a batched keep-alive counts).")
+	m.leaseRevokes = f.counter("concord_lease_revokes_total", "Leases revoked.")
+	m.leaseRevokeKeys = f.histogram("concord_lease_revoke_keys", "Keys attached to each revoked lease.", keyBuckets)
+	m.leaseExpirations = f.counter("concord_lease_expirations_total", "Leases expired.")
+	m.leaseExpiryKeys = f.histogram("concord_lease_expiry_keys", "Keys attached to each expired lease.", keyBuckets)
+	m.leaseExpiryLag = f.histogram("concord_lease_expiry_lag_seconds", "Lease-clock time from a lease's deadline to the commit of the entry that expired it.", lagBuckets)
+	m.tickDuration = f.histogram("concord_lease_tick_duration_seconds", "Leader expiry ticks: time to find expired leases and commit their expiry (or the tick entry).", prometheus.DefBuckets)
+	m.tickScanned = f.counter("concord_lease_tick_scanned_total", "Lease deadlines the leader's ticks examined: the expired ones and the first one not yet due.")
+	m.tickExpired = f.counter("concord_lease_tick_expired_total", "Leases the leader's ticks proposed to expire (apply re-checks each deadline).")
+	m.tickBatches = f.histogram("concord_lease_tick_expire_batches", "Expire entries proposed by one tick.", []float64{0, 1, 2, 5, 10, 20, 50, 100})
+	m.clockExtension = f.histogram("concord_lease_clock_extension_seconds", "At each leadership gain, how long the lease clock stood still as seen by the new leader: every lease gained this much time.", lagBuckets)
+
+	m.requests = f.counterVec("concord_requests_total", "Requests answered, by endpoint.", "endpoint")
+	m.requestErrors = f.counterVec("concord_request_errors_total", "Error replies, by endpoint and error name.", "endpoint", "error")
+	m.requestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "concord_request_duration_seconds", Help: "Time from taking a request to sending its reply, by endpoint.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}}, []string{"endpoint"})
+	m.reg.MustRegister(m.requestDuration)
+	m.watchEvents = f.counter("concord_watch_events_published_total", "Watch events this node published (the leader publishes them).")
+
+	m.leaderChanges = f.counter("concord_raft_leader_changes_total", "Times this node saw a new Raft leader.")
+	m.applyDuration = f.histogram("concord_raft_apply_duration_seconds", "Time from proposing a request's command to its result from the state machine.", prometheus.DefBuckets)
+	m.snapshotDuration = f.histogram("concord_snapshot_persist_duration_seconds", "Time to write a Raft snapshot of the state.", prometheus.DefBuckets)
+	m.snapshotBytes = f.gauge("concord_snapshot_bytes", "Size of the last snapshot this node wrote.")
+
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&stateCollector{s: s}, raftSink())
+	return m
+}
+
+// factory registers collectors as it makes them.
+type factory struct{ reg *prometheus.Registry }
+
+func (f factory) counter(name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) gauge(name, help string) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+	f.reg.MustRegister(g)
+	return g
+}
+
+func (f factory) histogram(name, help string, buckets []float64) prometheus.Histogram {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
+	f.reg.MustRegister(h)
+	return h
+}
+
+// observeResult counts what one applied command did. now is the lease
+// clock it applied at, in milliseconds.
+func (m *metrics) observeResult(r *fsm.Result, now int64) {
+	if r.Err != nil || r.Cached {
+		return
+	}
+	if n := r.Leases.Granted; n > 0 {
+		m.leaseGrants.WithLabelValues("false").Add(float64(n))
+	}
+	if n := r.Leases.GrantedAnonymous; n > 0 {
+		m.leaseGrants.WithLabelValues("true").Add(float64(n))
+	}
+	if n := r.Leases.Renewed; n > 0 {
+		m.leaseRenewals.Add(float64(n))
+	}
+	if rep, ok := r.Reply.(*schema.LeaseRevokeReply); ok {
+		m.leaseRevokes.Inc()
+		m.leaseRevokeKeys.Observe(float64(rep.Deleted))
+	}
+	for _, e := range r.Expired {
+		m.leaseExpirations.Inc()
+		m.leaseExpiryKeys.Observe(float64(e.Keys))
+		m.leaseExpiryLag.Observe(float64(now-e.Deadline) / 1000)
+	}
+}
+
+// observeRequest counts one answered request.
+func (m *metrics) observeRequest(endpoint string, d time.Duration, e *schema.Error) {
+	m.requests.WithLabelValues(endpoint).Inc()
+	m.requestDuration.WithLabelValues(endpoint).Observe(d.Seconds())
+	if e != nil {
+		m.requestErrors.WithLabelValues(endpoint, e.Name).Inc()
+	}
+}
+
+// observeSnapshot records a persisted snapshot.
+func (m *metrics) observeSnapshot(d time.Duration, bytes int64) {
+	m.snapshotDuration.Observe(d.Seconds())
+	m.snapshotBytes.Set(float64(bytes))
+}
+
+// watchLeaders counts leader changes from Raft's observations until done
+// closes.
+func (m *metrics) watchLeaders(r *raft.Raft, done <-chan struct{}) {
+	ch := make(chan raft.Observation, 16)
+	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	r.RegisterObserver(obs)
+	defer r.DeregisterObserver(obs)
+	var last raft.ServerID
+	for {
+		select {
+		case <-done:
+			return
+		case o := <-ch:
+			lo := o.Data.(raft.LeaderObservation)
+			if lo.LeaderID != "" && lo.LeaderID != last {
+				m.leaderChanges.Inc()
+				last = lo.LeaderID
+			}
+		}
+	}
+}
+
+// stateCollector reports gauges read from the state and from Raft at
+// scrape time, so they cost nothing between scrapes.
+type stateCollector struct{ s *Service }
+
+var (
+	descRevision    = prometheus.NewDesc("concord_revision", "The cluster revision this node has applied.", nil, nil)
+	descKeys        = prometheus.NewDesc("concord_keys", "Keys in the store.", nil, nil)
+	descLeases      = prometheus.NewDesc("concord_leases_active", "Active leases, by kind (explicit or anonymous).", []string{"kind"}, nil)
+	descAttached    = prometheus.NewDesc("concord_lease_attached_keys", "Keys attached to leases.", nil, nil)
+	descLeaseClock  = prometheus.NewDesc("concord_lease_clock_seconds", "The replicated lease clock at the last applied entry.", nil, nil)
+	descRaftState   = prometheus.NewDesc("concord_raft_state", "1 for this node's Raft state (follower, candidate, leader, shutdown), 0 for the others.", []string{"state"}, nil)
+	descRaftTerm    = prometheus.NewDesc("concord_raft_term", "The current Raft term.", nil, nil)
+	descCommitIndex = prometheus.NewDesc("concord_raft_commit_index", "The highest log index known to be committed.", nil, nil)
+	descApplied     = prometheus.NewDesc("concord_raft_applied_index", "The highest log index the state machine has applied.", nil, nil)
+	descLastIndex   = prometheus.NewDesc("concord_raft_last_index", "The last index in this node's log.", nil, nil)
+)
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRevision, descKeys, descLeases, descAttached, descLeaseClock, descRaftState, descRaftTerm, descCommitIndex, descApplied, descLastIndex} {
+		ch <- d
+	}
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	var rev, now int64
+	var keys, attached int
+	var explicit, anon int64
+	c.s.sm.read(func(st *fsm.State) {
+		rev, now, keys, attached = st.Revision(), st.Now(), st.KeyCount(), st.AttachedKeyCount()
+		explicit, anon = st.LeaseCount()
+	})
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	gauge(descRevision, float64(rev))
+	gauge(descKeys, float64(keys))
+	gauge(descLeases, float64(explicit), "explicit")
+	gauge(descLeases, float64(anon), "anonymous")
+	gauge(descAttached, float64(attached))
+	gauge(descLeaseClock, float64(now)/1000)
+	gauge(descApplied, float64(c.s.sm.applied.get()))
+	r := c.s.raft
+	if r == nil {
+		return
+	}
+	state := r.State()
+	for _, st := range []raft.RaftState{raft.Follower, raft.Candidate, raft.Leader, raft.Shutdown} {
+		v := 0.0
+		if st == state {
+			v = 1
+		}
+		gauge(descRaftState, v, stringsLower(st.String()))
+	}
+	gauge(descRaftTerm, float64(r.CurrentTerm()))
+	gauge(descCommitIndex, float64(r.CommitIndex()))
+	gauge(descLastIndex, float64(r.LastIndex()))
+}
+
+func stringsLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// The go-metrics sink that bridges hashicorp/raft's own measurements
+// (commit time, log dispatch and store time, FSM apply, snapshots, RPCs)
+// into Prometheus as raft_* metrics. go-metrics has one global sink per
+// process, so every node in a process (tests run several) shares it.
+var (
+	raftSinkOnce sync.Once
+	raftSinkVal  *gmprom.PrometheusSink
+)
+
+func raftSink() prometheus.Collector {
+	raftSinkOnce.Do(func() {
+		// A registry of its own: the sink registers itself, and each node
+		// then registers the sink in its registry as a plain collector.
+		sink, err := gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{Registerer: prometheus.NewRegistry()})
+		if err != nil {
+			panic(err) // only fails when the throwaway registry refuses it
+		}
+		conf := gometrics.DefaultConfig("")
+		conf.EnableHostname = false
+		conf.EnableRuntimeMetrics = false
+		if _, err := gometrics.NewGlobal(conf, sink); err != nil {
+			panic(err)
+		}
+		raftSinkVal = sink
+	})
+	return raftSinkVal
+}
