@@ -182,6 +182,14 @@ func (s *Service) handleJoin(_ context.Context, m *nats.Msg) (any, *schema.Error
 		return nil, schema.Errorf(schema.ErrClusterMismatch, "node %s belongs to cluster %s, not to this cluster %s; give it an empty data directory to join", req.ID, req.ClusterID, ours)
 	}
 	if !s.hasVoter(req.ID, req.Address) {
+		// Open a Raft connection to the joiner first: a node that cannot
+		// be reached, or whose certificate the CA did not sign, would
+		// otherwise become a voter that never receives the log and counts
+		// against the quorum until someone removes it.
+		if err := s.probeRaft(req.Address); err != nil {
+			s.log.Warn("refused a join: its Raft address is not reachable", "node", req.ID, "raft", req.Address, "err", err)
+			return nil, schema.Errorf(schema.ErrUnavailable, "the leader cannot open a Raft connection to %s (check the address, the network and the Raft TLS certificates): %v", req.Address, err)
+		}
 		if err := s.raft.AddVoter(raft.ServerID(req.ID), raft.ServerAddress(req.Address), 0, s.cfg.ApplyTimeout).Error(); err != nil {
 			return nil, raftError(err)
 		}
@@ -192,6 +200,20 @@ func (s *Service) handleJoin(_ context.Context, m *nats.Msg) (any, *schema.Error
 		return nil, e
 	}
 	return &schema.ClusterJoinReply{ClusterID: ours, Leader: s.cfg.NodeID, Members: members}, nil
+}
+
+// joinProbeTimeout bounds the leader's test connection to a joiner.
+const joinProbeTimeout = 5 * time.Second
+
+// probeRaft dials addr on the Raft stream layer (completing the TLS
+// handshake when Raft runs over TLS) and closes the connection unused; the
+// peer's transport sees an empty stream and drops it quietly.
+func (s *Service) probeRaft(addr string) error {
+	c, err := s.raftLayer.Dial(raft.ServerAddress(addr), joinProbeTimeout)
+	if err != nil {
+		return err
+	}
+	return c.Close()
 }
 
 func (s *Service) hasVoter(id, addr string) bool {

@@ -18,6 +18,8 @@ type Config struct {
 	DataDir string
 	// RaftAddr is the TCP address Raft listens on and advertises.
 	RaftAddr string
+	// RaftTLS, when its files are set, runs Raft over mutual TLS.
+	RaftTLS RaftTLS
 
 	// Bootstrap makes a node with no state start a new cluster; Join makes
 	// it ask the cluster on the bus to add it. With neither, a node with no
@@ -33,9 +35,17 @@ type Config struct {
 
 	// NATSURL connects to an external NATS; empty embeds a server.
 	NATSURL string
-	// NATSAuth holds credentials for an external NATS.
+	// NATSAuth holds this node's credentials for NATS: for an external
+	// NATS, and for the embedded server when NATSConfigFile makes it
+	// require authentication.
 	NATSAuth NATSAuth
-	// NATSListen is the embedded server's client address.
+	// NATSConfigFile, when set, is a nats-server configuration file for
+	// the embedded server (users, nkeys, accounts, permissions, TLS, ...).
+	// Concord applies its own settings on top: see embeddedNATSOptions.
+	NATSConfigFile string
+	// NATSListen is the embedded server's client address. Empty means the
+	// listen address of NATSConfigFile if it sets one, else 127.0.0.1:4222;
+	// when set, it overrides NATSConfigFile.
 	NATSListen string
 	// NATSClusterListen, when set, makes the embedded server a member of a
 	// NATS cluster listening for routes there; NATSRoutes are its peers'
@@ -100,8 +110,10 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// NATSAuth is how a node authenticates to an external NATS: any that
-// nats.go supports.
+// NATSAuth is how a node authenticates to NATS: any way nats.go supports.
+// It applies to an external NATS and equally to the embedded server's
+// in-process connection, which is authenticated like any other client when
+// a --nats-config file requires it.
 type NATSAuth struct {
 	CredsFile string // a .creds file (JWT and nkey seed)
 	NkeyFile  string // a file holding an nkey seed
@@ -172,7 +184,10 @@ func (c *Config) fillDefaults() {
 	setStr(&c.NodeID, d.NodeID)
 	setStr(&c.DataDir, d.DataDir)
 	setStr(&c.RaftAddr, d.RaftAddr)
-	setStr(&c.NATSListen, d.NATSListen)
+	if c.NATSConfigFile == "" {
+		// With a config file, empty means "as the file says".
+		setStr(&c.NATSListen, d.NATSListen)
+	}
 	setStr(&c.SubjectPrefix, d.SubjectPrefix)
 	if c.TickInterval == 0 {
 		c.TickInterval = d.TickInterval
@@ -279,6 +294,12 @@ func (c *Config) validate() error {
 	}
 	if c.Bootstrap && c.Join {
 		return fmt.Errorf("%w: --bootstrap and --join exclude each other", ErrConfig)
+	}
+	if c.NATSURL != "" && c.NATSConfigFile != "" {
+		return fmt.Errorf("%w: --nats-config configures the embedded server, not with --nats-url", ErrConfig)
+	}
+	if err := c.RaftTLS.check(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if c.NATSURL != "" && (c.NATSClusterListen != "" || len(c.NATSRoutes) > 0) {
 		return fmt.Errorf("%w: NATS cluster and route settings are for the embedded server, not with --nats-url", ErrConfig)

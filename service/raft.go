@@ -63,13 +63,24 @@ func (s *Service) startRaft() error {
 	if err != nil {
 		return err
 	}
-	s.stream = stream
+	// With RaftTLS, Raft's streams run over mutual TLS on top of the TCP
+	// layer; the fault switch still acts on the TCP layer underneath.
+	var layer raft.StreamLayer = stream
+	if s.cfg.RaftTLS.enabled() {
+		tl, err := newTLSStreamLayer(stream, s.cfg.RaftTLS, s.log.With("component", "raft-tls"))
+		if err != nil {
+			stream.Close()
+			return err
+		}
+		layer = tl
+	}
+	s.stream, s.raftLayer = stream, layer
 	if s.cfg.FaultFile != "" {
 		done := s.ctx.Done()
 		go watchFaults(s.cfg.FaultFile, stream, s.log, done)
 	}
 	s.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: stream, MaxPool: 8, Timeout: 10 * time.Second, Logger: hlog,
+		Stream: layer, MaxPool: 8, Timeout: 10 * time.Second, Logger: hlog,
 	})
 
 	conf := raft.DefaultConfig()

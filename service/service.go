@@ -32,9 +32,11 @@ type Service struct {
 	store  *boltstore.Store
 	snaps  raft.SnapshotStore
 	stream *streamLayer
-	trans  *raft.NetworkTransport
-	raft   *raft.Raft
-	sm     *stateMachine
+	// raftLayer is what Raft's transport runs on: stream, or TLS over it.
+	raftLayer raft.StreamLayer
+	trans     *raft.NetworkTransport
+	raft      *raft.Raft
+	sm        *stateMachine
 
 	metrics  *metrics
 	http     *http.Server // the operator listener, when configured
@@ -100,6 +102,7 @@ func (s *Service) start() error {
 		nats.Name("concord-" + s.cfg.NodeID),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
+		nats.ErrorHandler(natsErrorHandler(s.log)),
 	}
 	url := s.cfg.NATSURL
 	auth, err := s.cfg.NATSAuth.options()
@@ -113,12 +116,12 @@ func (s *Service) start() error {
 			return err
 		}
 		s.ns = ns
-		url = ns.ClientURL()
+		url = inProcessURL(ns)
 		opts = append(opts, nats.InProcessServer(ns))
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return fmt.Errorf("connect to nats %s: %w", url, err)
+		return natsConnectError(url, s.ns != nil, err)
 	}
 	s.nc = nc
 	s.maxPayload = nc.MaxPayload()

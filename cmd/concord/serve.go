@@ -22,15 +22,19 @@ func runServe(args []string) error {
 	fs.StringVar(&cfg.NodeID, "node-id", cfg.NodeID, "this node's Raft id (fixed for the life of the data directory)")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the Raft log and snapshots")
 	fs.StringVar(&cfg.RaftAddr, "raft-addr", cfg.RaftAddr, "TCP address for Raft traffic")
+	fs.StringVar(&cfg.RaftTLS.CertFile, "raft-tls-cert", "", "Raft over mutual TLS: this node's certificate (PEM; it must name the host of --raft-addr in an IP or DNS SAN and allow server and client auth)")
+	fs.StringVar(&cfg.RaftTLS.KeyFile, "raft-tls-key", "", "Raft over mutual TLS: the private key of --raft-tls-cert")
+	fs.StringVar(&cfg.RaftTLS.CAFile, "raft-tls-ca", "", "Raft over mutual TLS: the CA that signs every member's certificate; peers with other certificates are refused")
 	fs.StringVar(&cfg.NATSURL, "nats-url", "", "connect to this external NATS (comma-separated URLs) instead of embedding a server")
-	fs.StringVar(&cfg.NATSAuth.CredsFile, "nats-creds", "", "external NATS: a .creds file")
-	fs.StringVar(&cfg.NATSAuth.NkeyFile, "nats-nkey", "", "external NATS: a file holding an nkey seed")
-	fs.StringVar(&cfg.NATSAuth.User, "nats-user", "", "external NATS: user name")
-	fs.StringVar(&cfg.NATSAuth.Password, "nats-password", "", "external NATS: password (or $CONCORD_NATS_PASSWORD)")
-	fs.StringVar(&cfg.NATSAuth.Token, "nats-token", "", "external NATS: token (or $CONCORD_NATS_TOKEN)")
-	fs.StringVar(&cfg.NATSAuth.TLSCert, "nats-tls-cert", "", "external NATS: client certificate")
-	fs.StringVar(&cfg.NATSAuth.TLSKey, "nats-tls-key", "", "external NATS: client key")
-	fs.StringVar(&cfg.NATSAuth.TLSCA, "nats-tls-ca", "", "external NATS: CA of the server's certificate")
+	fs.StringVar(&cfg.NATSConfigFile, "nats-config", "", "embedded NATS: a nats-server configuration file (users, nkeys, accounts, permissions, TLS); Concord keeps no_sigs on and max_payload large enough, and its --nats-listen/--nats-cluster/--nats-routes flags override the file when given")
+	fs.StringVar(&cfg.NATSAuth.CredsFile, "nats-creds", "", "this node's NATS credentials (external NATS, or embedded with --nats-config): a .creds file")
+	fs.StringVar(&cfg.NATSAuth.NkeyFile, "nats-nkey", "", "this node's NATS credentials: a file holding an nkey seed")
+	fs.StringVar(&cfg.NATSAuth.User, "nats-user", "", "this node's NATS credentials: user name")
+	fs.StringVar(&cfg.NATSAuth.Password, "nats-password", "", "this node's NATS credentials: password (or $CONCORD_NATS_PASSWORD)")
+	fs.StringVar(&cfg.NATSAuth.Token, "nats-token", "", "this node's NATS credentials: token (or $CONCORD_NATS_TOKEN)")
+	fs.StringVar(&cfg.NATSAuth.TLSCert, "nats-tls-cert", "", "this node's NATS credentials: client certificate")
+	fs.StringVar(&cfg.NATSAuth.TLSKey, "nats-tls-key", "", "this node's NATS credentials: client key")
+	fs.StringVar(&cfg.NATSAuth.TLSCA, "nats-tls-ca", "", "NATS: CA of the server's certificate")
 	fs.StringVar(&cfg.NATSClusterListen, "nats-cluster", "", "embedded NATS: listen for routes from the other nodes' servers here (host:port)")
 	routes := fs.String("nats-routes", "", "embedded NATS: comma-separated route URLs of the other nodes' servers (nats://host:port)")
 	fs.BoolVar(&cfg.Bootstrap, "bootstrap", false, "start a new cluster with this node (on first start; refused if a cluster already answers on the bus)")
@@ -39,7 +43,7 @@ func runServe(args []string) error {
 	fs.DurationVar(&cfg.RaftElectionTimeout, "raft-election-timeout", cfg.RaftElectionTimeout, "how long a candidate waits for votes")
 	fs.DurationVar(&cfg.RaftLeaderLeaseTimeout, "raft-leader-lease-timeout", cfg.RaftLeaderLeaseTimeout, "how long a leader keeps leading without hearing from a quorum")
 	fs.StringVar(&cfg.FaultFile, "test-fault-file", "", "for tests only: a JSON file {\"block\": [raft addresses]} of peers to cut off")
-	fs.StringVar(&cfg.NATSListen, "nats-listen", cfg.NATSListen, "client address of the embedded NATS server")
+	fs.StringVar(&cfg.NATSListen, "nats-listen", cfg.NATSListen, "client address of the embedded NATS server; with --nats-config the file's listen/host/port wins unless this flag is given")
 	fs.StringVar(&cfg.SubjectPrefix, "subject-prefix", cfg.SubjectPrefix, "first token(s) of every Concord subject")
 	fs.DurationVar(&cfg.TickInterval, "tick", cfg.TickInterval, "lease expiry tick: bounds clock staleness after a restart")
 	fs.IntVar(&cfg.ExpireBatch, "expire-batch", cfg.ExpireBatch, "most leases expired by one Raft command")
@@ -70,6 +74,9 @@ func runServe(args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if cfg.NATSConfigFile != "" && !flagGiven(fs, "nats-listen") {
+		cfg.NATSListen = "" // the file's address, or the default if it sets none
 	}
 	if *routes != "" {
 		cfg.NATSRoutes = strings.Split(*routes, ",")
@@ -132,4 +139,12 @@ func servePprof(addr string, log *slog.Logger) error {
 		}
 	}()
 	return nil
+}
+
+// flagGiven reports whether the command line set the named flag, as
+// opposed to leaving its default.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
