@@ -13,6 +13,10 @@ const (
 	ErrNodeNotFound = "node_not_found"
 	// ErrClusterMismatch: a node of one cluster asked to join another.
 	ErrClusterMismatch = "cluster_mismatch"
+	// ErrBackupNotFound: a chunk request named a backup the leader does not
+	// hold (never made, finished, expired, or made by an earlier leader);
+	// the client starts a new backup.
+	ErrBackupNotFound = "backup_not_found"
 	// ErrIdempotencyConflict: an idempotency key reused for another request.
 	ErrIdempotencyConflict = "idempotency_conflict"
 	ErrCompacted           = "compacted"
@@ -40,6 +44,7 @@ var ErrorTable = []ErrorSpec{
 	{ErrLeaseExists, 409, false, "a grant asked for an id that is taken"},
 	{ErrNodeNotFound, 404, false, "the node is not a member of the cluster"},
 	{ErrClusterMismatch, 409, false, "the node belongs to another cluster"},
+	{ErrBackupNotFound, 404, false, "the leader holds no backup of that id (finished, expired, or taken by an earlier leader)"},
 	{ErrLeaseConflict, 409, false, "the key is attached to a different lease"},
 	{ErrIdempotencyConflict, 409, false, "the idempotency key was used for a different request"},
 	{ErrCompacted, 410, false, "the requested revision is below the compaction floor"},

@@ -19,6 +19,10 @@ import (
 // wantNames is the wire contract's list of messages; a schema file more or
 // less is a change of the contract.
 var wantNames = []string{
+	"cluster.backup.chunk.reply",
+	"cluster.backup.chunk.request",
+	"cluster.backup.reply",
+	"cluster.backup.request",
 	"cluster.join.reply",
 	"cluster.join.request",
 	"cluster.node.info.reply",
@@ -57,6 +61,10 @@ var wantNames = []string{
 
 // goTypes maps each message to the Go type that carries it.
 var goTypes = map[string]any{
+	"cluster.backup.chunk.reply":   ClusterBackupChunkReply{},
+	"cluster.backup.chunk.request": ClusterBackupChunkRequest{},
+	"cluster.backup.reply":         ClusterBackupReply{},
+	"cluster.backup.request":       ClusterBackupRequest{},
 	"cluster.join.reply":           ClusterJoinReply{},
 	"cluster.join.request":         ClusterJoinRequest{},
 	"cluster.node.info.reply":      NodeInfo{},
@@ -499,6 +507,25 @@ const (
 	sampleHash      = "3a6eb0790f39ac87c94f3856b2dd2c5d110e6811602261a9a923d3bb23adc8b7"
 )
 
+// sampleBackupID is a backup id as the leader makes them: 8 random bytes
+// in lowercase hex.
+const sampleBackupID = "5d41402abc4b2a76"
+
+// sampleBackupReply describes a backup n1 took at revision 1843.
+func sampleBackupReply() ClusterBackupReply {
+	return ClusterBackupReply{ID: sampleBackupID, Size: 183220, SHA256: sampleHash, Revision: 1843, AppliedIndex: 1851,
+		Format: "concord.fsm", FormatVersion: 3, ClusterID: sampleClusterID, Leader: "n1", Created: "2026-12-02T10:15:30.123456789Z",
+		MaxChunk: 262144, IdleTimeoutMS: 60000}
+}
+
+// backupReplyWith returns sampleBackupReply changed by f, as JSON.
+func backupReplyWith(f func(*ClusterBackupReply)) string {
+	r := sampleBackupReply()
+	f(&r)
+	b, _ := json.Marshal(r)
+	return string(b)
+}
+
 // sampleNode is the report of node id in a 3-node cluster that n1 leads
 // in term 3. Without a hash the followers trail the leader by one applied
 // entry; with one, every node has applied the same log and has its hash.
@@ -563,6 +590,12 @@ func TestRoundTrip(t *testing.T) {
 		{"cluster.status.reply", ClusterStatusReply{ClusterID: sampleClusterID, Leader: "n1", Term: 3, Revision: 1843, Members: sampleMembers(true)}},
 		{"cluster.snapshot.request", ClusterSnapshotRequest{}},
 		{"cluster.snapshot.reply", ClusterSnapshotReply{Index: 1850}},
+		{"cluster.backup.request", ClusterBackupRequest{}},
+		{"cluster.backup.reply", sampleBackupReply()},
+		{"cluster.backup.chunk.request", ClusterBackupChunkRequest{ID: sampleBackupID, Offset: 262144, Length: 65536}},
+		// The reply's JSON form: what its headers say (the body is raw).
+		{"cluster.backup.chunk.reply", ClusterBackupChunkReply{ID: sampleBackupID, Offset: 262144, Size: 183220, Data: []byte("{}\n")}},
+		{"error", ErrorReply{Error: Errorf(ErrBackupNotFound, "backup %s not found", sampleBackupID)}},
 		{"cluster.node.info.request", NodeInfoRequest{Hash: true}},
 		{"cluster.node.info.reply", sampleNode("n2", true)},
 		{"kv.txn.reply", sampleTxnReply()},
@@ -895,6 +928,16 @@ func validExamples(t *testing.T) []example {
 		{"cluster.snapshot.request", ` { } `},
 		{"cluster.snapshot.reply", js(t, ClusterSnapshotReply{Index: 1850})},
 		{"cluster.snapshot.reply", js(t, ClusterSnapshotReply{Index: 1})},
+		// cluster.backup and cluster.backup.chunk
+		{"cluster.backup.request", js(t, ClusterBackupRequest{})},
+		{"cluster.backup.request", ` { } `},
+		{"cluster.backup.reply", js(t, sampleBackupReply())},
+		{"cluster.backup.reply", `{"id":"0000000000000000","size":1,"sha256":"` + strings.Repeat("0", 64) + `","revision":0,"applied_index":1,"format":"concord.fsm","format_version":1,"cluster_id":"` + sampleClusterID + `","leader":"n1","created":"2026-12-02T10:15:30Z","max_chunk":1,"idle_timeout_ms":1}`},
+		{"cluster.backup.chunk.request", js(t, ClusterBackupChunkRequest{ID: sampleBackupID})},
+		{"cluster.backup.chunk.request", js(t, ClusterBackupChunkRequest{ID: sampleBackupID, Offset: 9007199254740991, Length: 2147483647})},
+		{"cluster.backup.chunk.request", `{"id":"5d41402abc4b2a76","offset":0,"length":0}`},
+		{"cluster.backup.chunk.reply", js(t, ClusterBackupChunkReply{ID: sampleBackupID, Offset: 0, Size: 1})},
+		{"cluster.backup.chunk.reply", js(t, ClusterBackupChunkReply{ID: sampleBackupID, Offset: 183220, Size: 183220})}, // the end: an empty body
 		// cluster.node.<id>.info
 		{"cluster.node.info.request", js(t, NodeInfoRequest{})},
 		{"cluster.node.info.request", js(t, NodeInfoRequest{Hash: true})},
@@ -909,6 +952,7 @@ func validExamples(t *testing.T) []example {
 		{"error", js(t, ErrorReply{Error: Errorf(ErrNotLeader, "not the leader")})},
 		{"error", js(t, ErrorReply{Error: Errorf(ErrNodeNotFound, "node n4 is not a member")})},
 		{"error", js(t, ErrorReply{Error: Errorf(ErrClusterMismatch, "node n3 belongs to cluster 0c4e1f2a9b7d3e58")})},
+		{"error", js(t, ErrorReply{Error: Errorf(ErrBackupNotFound, "backup 5d41402abc4b2a76 not found")})},
 	}
 }
 
@@ -1291,6 +1335,25 @@ func invalidExamples() []example {
 		{"error", `{"error":{"code":400,"name":"idempotency_conflict","description":"x"}}`}, // code does not match name
 		{"error", `{"error":{"code":409,"name":"node_not_found","description":"x"}}`},       // code does not match name
 		{"error", `{"error":{"code":404,"name":"cluster_mismatch","description":"x"}}`},     // code does not match name
+		{"error", `{"error":{"code":410,"name":"backup_not_found","description":"x"}}`},     // code does not match name
+		// cluster.backup
+		{"cluster.backup.request", `{"id":"5d41402abc4b2a76"}`},                                              // unknown field
+		{"cluster.backup.request", `[]`},                                                                     // not an object
+		{"cluster.backup.reply", backupReplyWith(func(r *ClusterBackupReply) { r.SHA256 = "XYZ" })},          // not a SHA-256
+		{"cluster.backup.reply", backupReplyWith(func(r *ClusterBackupReply) { r.Format = "concord.raft" })}, // another format
+		{"cluster.backup.reply", backupReplyWith(func(r *ClusterBackupReply) { r.ID = "5D41402ABC4B2A76" })}, // upper-case id
+		{"cluster.backup.reply", backupReplyWith(func(r *ClusterBackupReply) { r.Size = 0 })},                // an empty payload
+		{"cluster.backup.reply", `{"id":"5d41402abc4b2a76","size":1}`},                                       // missing fields
+		// cluster.backup.chunk
+		{"cluster.backup.chunk.request", `{"offset":0}`},                                          // missing id
+		{"cluster.backup.chunk.request", `{"id":"5d41402abc4b2a76"}`},                             // missing offset
+		{"cluster.backup.chunk.request", `{"id":"5d41402abc4b2a76","offset":-1}`},                 // negative offset
+		{"cluster.backup.chunk.request", `{"id":"5d41402abc4b2a76","offset":0,"length":-1}`},      // negative length
+		{"cluster.backup.chunk.request", `{"id":"../etc/passwd","offset":0}`},                     // not an id
+		{"cluster.backup.chunk.request", `{"id":"5d41402abc4b2a76","offset":0,"whence":"set"}`},   // unknown field
+		{"cluster.backup.chunk.reply", `{"id":"5d41402abc4b2a76","offset":0}`},                    // missing size
+		{"cluster.backup.chunk.reply", `{"id":"5d41402abc4b2a76","offset":-1,"size":1}`},          // negative offset
+		{"cluster.backup.chunk.reply", `{"id":"5d41402abc4b2a76","offset":0,"size":1,"data":""}`}, // the data is the body, not a field
 	}
 }
 

@@ -40,6 +40,9 @@ func (s *Service) handlers() map[subjects.Endpoint]handlerFunc {
 		subjects.ClusterRemove:   s.handleRemove,
 		subjects.ClusterStatus:   s.handleStatus,
 		subjects.ClusterSnapshot: s.handleSnapshot,
+
+		subjects.ClusterBackup:      s.handleBackup,
+		subjects.ClusterBackupChunk: s.handleBackupChunk, // replies with raw bytes (backup.go)
 	}
 }
 

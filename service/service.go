@@ -50,6 +50,10 @@ type Service struct {
 	workers  chan struct{} // one token per running worker
 	jobs     chan job      // requests for idle workers
 
+	// backupStore holds the backups this node took as leader (backup.go).
+	backupOnce  sync.Once
+	backupStore *backupStore
+
 	// subsMu guards microSvc: the nats micro service through which the
 	// leader serves requests (micro.go); nil while not leading.
 	subsMu   sync.Mutex
@@ -131,6 +135,8 @@ func (s *Service) start() error {
 	}
 	s.pub = newPublisher(nc, s.names, s.log, s.metrics.watchEvents)
 	s.sm = newStateMachine(s.pub.enqueue)
+	s.sm.onResult = s.metrics.observeResult
+	s.sm.onSnapshot = s.metrics.observeSnapshot
 	s.goRun(s.pub.run)
 	if err := s.startRaft(); err != nil {
 		return err

@@ -41,12 +41,17 @@ const (
 	ClusterRemove   Endpoint = "cluster.remove"
 	ClusterStatus   Endpoint = "cluster.status"
 	ClusterSnapshot Endpoint = "cluster.snapshot"
+
+	// ClusterBackup makes the leader take a backup, and ClusterBackupChunk
+	// reads it, one chunk per request (schema.ClusterBackupReply).
+	ClusterBackup      Endpoint = "cluster.backup"
+	ClusterBackupChunk Endpoint = "cluster.backup.chunk"
 )
 
 // Endpoints lists every request endpoint in a stable order.
 var Endpoints = []Endpoint{LeaseGrant, LeaseKeepAlive, LeaseKeepAliveMany, LeaseRevoke, LeaseInfo, LeaseList,
 	KVPut, KVGet, KVDelete, KVTxn, KVChanges,
-	ClusterJoin, ClusterRemove, ClusterStatus, ClusterSnapshot}
+	ClusterJoin, ClusterRemove, ClusterStatus, ClusterSnapshot, ClusterBackup, ClusterBackupChunk}
 
 // Nodes returns the subject every node answers with its own information,
 // leader or not; a request gets the first answer. Starting nodes use it to

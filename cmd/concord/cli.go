@@ -37,6 +37,9 @@ const (
 	exitUnavailable = 5
 	exitLost        = 6
 	exitCompacted   = 7
+	// exitBadBackup: a backup that is corrupt (checksum), truncated or
+	// malformed, or of a version this build cannot read.
+	exitBadBackup = 8
 )
 
 // exitCodes is the documented table, in the order the usage text shows it.
@@ -52,6 +55,7 @@ var exitCodes = []struct {
 	{exitUnavailable, "unavailable: no NATS connection, or not_leader / unavailable / no responders until --timeout"},
 	{exitLost, "lock or elect: the session's lease was lost (CMD was killed)"},
 	{exitCompacted, "watch: the change log no longer holds the revision to resume from"},
+	{exitBadBackup, "snapshot: the backup file failed verification (checksum, truncation, unknown format)"},
 }
 
 // clientUsage is the part of `concord help` about the client commands.

@@ -25,6 +25,7 @@ Usage:
   concord lock NAME -- CMD run CMD while holding a lock, with its fencing token
   concord elect NAME       lead an election, or observe its leader
   concord status           print the cluster's members and indexes
+  concord snapshot ...     save a backup from the leader; check a backup file; restore one into a new cluster
 
 Run "concord <command> -h" for the flags of a command.
 
@@ -45,6 +46,8 @@ func main() {
 		fmt.Println(version)
 	case "lease", "kv", "watch", "lock", "elect", "status":
 		os.Exit(runCLI(os.Args[1], os.Args[2:]))
+	case "snapshot":
+		os.Exit(runSnapshot(os.Args[2:]))
 	case "help", "-h", "--help":
 		fmt.Print(usage + clientUsage())
 	default:

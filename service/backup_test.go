@@ -1,0 +1,504 @@
+package service
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/concord-io/concord/fsm"
+	"github.com/concord-io/concord/schema"
+)
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// writeBytes is a backup store writer of fixed content.
+func writeBytes(b []byte) func(io.Writer) error {
+	return func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	}
+}
+
+func TestBackupStoreLifecycle(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "backups")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	leftover := filepath.Join(dir, "0123456789abcdef.backup")
+	if err := os.WriteFile(leftover, []byte("from a crashed process"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bs := newBackupStore(dir, quietLog())
+	bs.idle, bs.grace, bs.limit = 300*time.Millisecond, 50*time.Millisecond, 2
+
+	payload := bytes.Repeat([]byte("0123456789"), 100)
+	a, err := bs.create(writeBytes(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(leftover); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("leftover of an earlier process: %v", err)
+	}
+	sum := sha256.Sum256(payload)
+	if a.size != int64(len(payload)) || a.sha256 != hex.EncodeToString(sum[:]) || !validBackupID(a.id) {
+		t.Fatalf("backup %+v", a)
+	}
+	b, err := bs.create(writeBytes([]byte("b")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bs.create(writeBytes([]byte("c"))); !errors.Is(err, errTooManyBackups) {
+		t.Fatalf("third backup: %v, want errTooManyBackups", err)
+	}
+	if _, err := bs.create(func(io.Writer) error { return errors.New("disk full") }); err == nil {
+		t.Fatal("a failed write was kept")
+	}
+
+	// Reading a in chunks keeps it past its idle time.
+	var got []byte
+	for off := int64(0); off < a.size; off += 100 {
+		ch, e := bs.read(a.id, off, 100)
+		if e != nil {
+			t.Fatal(e)
+		}
+		if ch.ID != a.id || ch.Offset != off || ch.Size != a.size {
+			t.Fatalf("chunk %+v", ch)
+		}
+		got = append(got, ch.Data...)
+		if off == 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if !bytes.Equal(got, payload) {
+		t.Fatal("chunks do not add up to the payload")
+	}
+	if _, e := bs.read(a.id, a.size+1, 10); e == nil || e.Name != schema.ErrInvalidRequest {
+		t.Fatalf("read past the end: %v", e)
+	}
+	// A retry of the last chunk works during the grace period.
+	if ch, e := bs.read(a.id, a.size-10, 100); e != nil || len(ch.Data) != 10 {
+		t.Fatalf("retry of the last chunk: %v, %+v", e, ch)
+	}
+	if ch, e := bs.read(a.id, a.size, 100); e != nil || len(ch.Data) != 0 {
+		t.Fatalf("read at the end: %v, %+v", e, ch)
+	}
+	waitGone := func(f *backupFile, within time.Duration) {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for {
+			// Look without reading: a read keeps the backup.
+			bs.mu.Lock()
+			held := bs.files[f.id] != nil
+			bs.mu.Unlock()
+			_, statErr := os.Stat(f.path)
+			if !held && errors.Is(statErr, os.ErrNotExist) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("backup %s still there after %s: held %v, %v", f.id, within, held, statErr)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if _, e := bs.read(f.id, 0, 1); e == nil || e.Name != schema.ErrBackupNotFound {
+			t.Fatalf("read of a dropped backup: %v", e)
+		}
+	}
+	waitGone(a, time.Second)
+	// b was never read: it goes after its idle time.
+	waitGone(b, 2*time.Second)
+	if n := bs.held(); n != 0 {
+		t.Fatalf("%d backups held", n)
+	}
+
+	c, err := bs.create(writeBytes([]byte("c")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs.close()
+	if _, err := os.Stat(c.path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("close left %s: %v", c.path, err)
+	}
+	if _, err := bs.create(writeBytes([]byte("d"))); !errors.Is(err, errBackupsClosed) {
+		t.Fatalf("create after close: %v", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("files left: %v", entries)
+	}
+}
+
+// goldenPayload returns an fsm snapshot golden file: a payload as a leader
+// writes it.
+func goldenPayload(t *testing.T, version int) []byte {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("../fsm/testdata/snapshot-v%d.golden", version))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// payloadState decodes a payload.
+func payloadState(t *testing.T, payload []byte) *fsm.State {
+	t.Helper()
+	st := fsm.New()
+	if err := st.Restore(bytes.NewReader(payload)); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// backupFileBytes frames payload as a backup file, with edit applied to
+// its header first.
+func backupFileBytes(t *testing.T, payload []byte, formatVersion int, edit func(*BackupHeader)) []byte {
+	t.Helper()
+	sum := sha256.Sum256(payload)
+	h := BackupHeader{
+		Format: fsm.SnapshotFormat, FormatVersion: formatVersion,
+		Revision: payloadState(t, payload).Revision(), AppliedIndex: 42,
+		ClusterID: "9f86d081884c7d65", Leader: "n1", Created: "2026-12-02T10:15:30Z",
+		Size: int64(len(payload)), SHA256: hex.EncodeToString(sum[:]),
+	}
+	if edit != nil {
+		edit(&h)
+	}
+	var buf bytes.Buffer
+	if err := WriteBackupHeader(&buf, h); err != nil {
+		t.Fatal(err)
+	}
+	buf.Write(payload)
+	return buf.Bytes()
+}
+
+func writeFile(t *testing.T, data []byte) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "backup")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestVerifyBackup(t *testing.T) {
+	for v := 1; v <= fsm.SnapshotVersion; v++ {
+		payload := goldenPayload(t, v)
+		info, err := VerifyBackup(writeFile(t, backupFileBytes(t, payload, v, nil)))
+		if err != nil {
+			t.Fatalf("fsm v%d: %v", v, err)
+		}
+		st := payloadState(t, payload)
+		explicit, anonymous := st.LeaseCount()
+		if info.FileVersion != BackupFileVersion || info.Keys != st.KeyCount() || info.Leases != explicit+anonymous || info.Header.Revision != st.Revision() {
+			t.Fatalf("fsm v%d: %+v", v, info)
+		}
+		r := bufio.NewReader(bytes.NewReader(backupFileBytes(t, payload, v, nil)))
+		if h, err := ReadBackupHeader(r); err != nil || h.FormatVersion != v {
+			t.Fatalf("ReadBackupHeader: %+v, %v", h, err)
+		}
+		if rest, _ := io.ReadAll(r); !bytes.Equal(rest, payload) {
+			t.Fatal("ReadBackupHeader does not leave the reader at the payload")
+		}
+	}
+
+	payload := goldenPayload(t, fsm.SnapshotVersion)
+	good := backupFileBytes(t, payload, fsm.SnapshotVersion, nil)
+	headerLen := bytes.IndexByte(good[bytes.IndexByte(good, '\n')+1:], '\n') + bytes.IndexByte(good, '\n') + 2
+	flipped := bytes.Clone(good)
+	flipped[headerLen+len(payload)/2] ^= 0x01
+	for _, c := range []struct {
+		name string
+		data []byte
+		want error
+	}{
+		{"a flipped payload byte", flipped, ErrBackupChecksum},
+		{"truncated", good[:len(good)-1], ErrBadBackup},
+		{"truncated in the header", good[:headerLen-3], ErrBadBackup},
+		{"data after the payload", append(bytes.Clone(good), '\n'), ErrBadBackup},
+		{"empty", nil, ErrBadBackup},
+		{"not a backup", []byte("hello\nworld\n"), ErrBadBackup},
+		{"an fsm snapshot alone", payload, ErrBadBackup},
+		{"file version 2", bytes.Replace(good, []byte(BackupMagic+" v1\n"), []byte(BackupMagic+" v2\n"), 1), ErrUnsupportedBackup},
+		{"file version v01", bytes.Replace(good, []byte(BackupMagic+" v1\n"), []byte(BackupMagic+" v01\n"), 1), ErrBadBackup},
+		{"payload version 99", backupFileBytes(t, payload, 99, nil), ErrUnsupportedBackup},
+		{"another payload format", backupFileBytes(t, payload, 3, func(h *BackupHeader) { h.Format = "etcd" }), ErrUnsupportedBackup},
+		{"a header revision the payload does not hold", backupFileBytes(t, payload, 3, func(h *BackupHeader) { h.Revision++ }), ErrBadBackup},
+		{"a bad sha256", backupFileBytes(t, payload, 3, func(h *BackupHeader) { h.SHA256 = strings.ToUpper(h.SHA256) }), ErrBadBackup},
+		{"an unknown header field", bytes.Replace(good, []byte(`{"format"`), []byte(`{"x":1,"format"`), 1), ErrBadBackup},
+		{"an endless first line", bytes.Repeat([]byte("x"), maxBackupHeaderLine+10), ErrBadBackup},
+	} {
+		_, err := VerifyBackup(writeFile(t, c.data))
+		if !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+	if _, err := VerifyBackup(filepath.Join(t.TempDir(), "missing")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+// freeAddr returns a free loopback TCP address.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func TestRestoreBackupRefusals(t *testing.T) {
+	payload := goldenPayload(t, fsm.SnapshotVersion)
+	good := writeFile(t, backupFileBytes(t, payload, fsm.SnapshotVersion, nil))
+	bad := backupFileBytes(t, payload, fsm.SnapshotVersion, nil)
+	bad[len(bad)-5] ^= 0x20
+	badPath := writeFile(t, bad)
+	opts := func(dir string) RestoreOptions {
+		return RestoreOptions{DataDir: dir, NodeID: "r1", RaftAddr: "127.0.0.1:7422"}
+	}
+
+	// A corrupt file writes nothing: a new directory is not made, an empty
+	// one stays empty.
+	fresh := filepath.Join(t.TempDir(), "new")
+	if _, err := RestoreBackup(badPath, opts(fresh)); !errors.Is(err, ErrBackupChecksum) {
+		t.Fatalf("corrupt file: %v", err)
+	}
+	if _, err := os.Stat(fresh); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("corrupt file made the directory: %v", err)
+	}
+	empty := t.TempDir()
+	if _, err := RestoreBackup(badPath, opts(empty)); !errors.Is(err, ErrBackupChecksum) {
+		t.Fatalf("corrupt file: %v", err)
+	}
+	if entries, _ := os.ReadDir(empty); len(entries) != 0 {
+		t.Fatalf("corrupt file wrote %v", entries)
+	}
+
+	full := t.TempDir()
+	if err := os.WriteFile(filepath.Join(full, "raft.db"), []byte("mine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := RestoreBackup(good, opts(full)); !errors.Is(err, ErrDataDirNotEmpty) {
+		t.Fatalf("non-empty directory: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(full, "raft.db")); string(b) != "mine" {
+		t.Fatal("a refused restore changed the directory")
+	}
+	if _, err := RestoreBackup(good, RestoreOptions{DataDir: t.TempDir(), NodeID: "a.b", RaftAddr: "127.0.0.1:1"}); err == nil {
+		t.Fatal("bad node id accepted")
+	}
+	if _, err := RestoreBackup(good, RestoreOptions{DataDir: t.TempDir(), NodeID: "r1", RaftAddr: "nowhere"}); err == nil {
+		t.Fatal("bad raft address accepted")
+	}
+}
+
+// TestRestoreBackupStartsNewCluster restores the fsm golden payload and
+// starts a node on it: the node leads a new cluster, and its state is the
+// payload's, leases with the time they had left.
+func TestRestoreBackupStartsNewCluster(t *testing.T) {
+	payload := goldenPayload(t, fsm.SnapshotVersion)
+	path := writeFile(t, backupFileBytes(t, payload, fsm.SnapshotVersion, nil))
+	dir := filepath.Join(t.TempDir(), "data")
+	addr := freeAddr(t)
+	res, err := RestoreBackup(path, RestoreOptions{DataDir: dir, NodeID: "r1", RaftAddr: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := payloadState(t, payload)
+	if res.Header.Revision != want.Revision() || res.ClusterID == "9f86d081884c7d65" || len(res.ClusterID) != 16 {
+		t.Fatalf("result %+v", res)
+	}
+	start := time.Now()
+	s, nc := startTest(t, func(c *Config) { c.DataDir, c.NodeID, c.RaftAddr = dir, "r1", addr })
+	var info schema.NodeInfo
+	if e := request(t, nc, s.names.NodeInfo("r1"), schema.NodeInfoRequest{}, &info); e != nil {
+		t.Fatal(e)
+	}
+	if info.ClusterID != res.ClusterID || info.State != "leader" || info.Term < 2 {
+		t.Fatalf("node %+v", info)
+	}
+
+	var got schema.KVGetReply
+	if e := request(t, nc, "concord.kv.get", map[string]any{"prefix": ""}, &got); e != nil {
+		t.Fatal(e)
+	}
+	exp := want.Get(fsm.GetQuery{IsPrefix: true, Limit: 1000}, want.Now())
+	elapsed := time.Since(start).Milliseconds()
+	if got.Revision != exp.Revision || len(got.KVs) != len(exp.KVs) {
+		t.Fatalf("got %+v\nwant %+v", got, exp)
+	}
+	for i, kv := range got.KVs {
+		w := exp.KVs[i]
+		if kv.Key != w.Key || !bytes.Equal(kv.Value, w.Value) || kv.CreateRevision != w.CreateRevision || kv.ModRevision != w.ModRevision ||
+			kv.Version != w.Version || kv.Lease != w.Lease {
+			t.Errorf("key %d: %+v, want %+v", i, kv, w)
+		}
+		if w.RemainingMS != nil && (kv.RemainingMS == nil || *kv.RemainingMS > *w.RemainingMS || *kv.RemainingMS < *w.RemainingMS-elapsed-1000) {
+			t.Errorf("key %s: remaining %v, want at most %d and at least %d", kv.Key, kv.RemainingMS, *w.RemainingMS, *w.RemainingMS-elapsed-1000)
+		}
+	}
+	var leases schema.LeaseListReply
+	if e := request(t, nc, "concord.lease.list", map[string]any{"include_anonymous": true}, &leases); e != nil {
+		t.Fatal(e)
+	}
+	expLeases := want.LeaseList(true, 0, 1000, want.Now())
+	if len(leases.Leases) != len(expLeases.Leases) {
+		t.Fatalf("leases %+v, want %+v", leases, expLeases)
+	}
+	for i, l := range leases.Leases {
+		w := expLeases.Leases[i]
+		if l.ID != w.ID || l.TTL != w.TTL || l.KeyCount != w.KeyCount || l.Anonymous != w.Anonymous || !bytes.Equal(l.Metadata, w.Metadata) ||
+			l.RemainingMS > w.RemainingMS || l.RemainingMS < w.RemainingMS-elapsed-1000 {
+			t.Errorf("lease %d: %+v, want %+v (elapsed %d ms)", i, l, w, elapsed)
+		}
+	}
+	// The lease id counter goes on from the backup's.
+	var g schema.LeaseGrantReply
+	if e := request(t, nc, "concord.lease.grant", map[string]any{"ttl": 10}, &g); e != nil {
+		t.Fatal(e)
+	}
+	if g.ID != 11 { // next_lease_id of snapshot-v3.golden
+		t.Fatalf("new lease id %d, want 11", g.ID)
+	}
+}
+
+func TestBackupEndpoints(t *testing.T) {
+	s, nc := startTest(t, nil)
+	var g schema.LeaseGrantReply
+	if e := request(t, nc, "concord.lease.grant", map[string]any{"ttl": 600, "metadata": map[string]any{"owner": "t"}}, &g); e != nil {
+		t.Fatal(e)
+	}
+	for i := 0; i < 50; i++ {
+		req := map[string]any{"key": fmt.Sprintf("k.%02d", i), "value": strings.Repeat("v", i)}
+		if i%2 == 0 {
+			req["lease"] = g.ID
+		}
+		if e := request(t, nc, "concord.kv.put", req, nil); e != nil {
+			t.Fatal(e)
+		}
+	}
+
+	msg, err := nc.Request("concord.cluster.backup", []byte(`{}`), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := schema.Validate("cluster.backup.reply", msg.Data); err != nil {
+		t.Fatalf("reply %s: %v", msg.Data, err)
+	}
+	var b schema.ClusterBackupReply
+	if err := json.Unmarshal(msg.Data, &b); err != nil {
+		t.Fatal(err)
+	}
+	if b.Revision != 50 || b.Leader != s.cfg.NodeID || b.FormatVersion != fsm.SnapshotVersion || b.MaxChunk != backupMaxChunk || b.AppliedIndex == 0 {
+		t.Fatalf("backup %+v", b)
+	}
+
+	// Pull it in small chunks, each answered exactly once.
+	inbox := nats.NewInbox()
+	replies, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var payload []byte
+	for off := int64(0); off < b.Size; {
+		req, _ := json.Marshal(schema.ClusterBackupChunkRequest{ID: b.ID, Offset: off, Length: 1000})
+		if err := nc.PublishRequest("concord.cluster.backup.chunk", inbox, req); err != nil {
+			t.Fatal(err)
+		}
+		m, err := replies.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Header.Get(schema.HeaderErrorCode) != "" {
+			t.Fatalf("chunk at %d: %s", off, m.Data)
+		}
+		ch, err := schema.ParseBackupChunk(m.Header, m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch.ID != b.ID || ch.Offset != off || ch.Size != b.Size || len(ch.Data) == 0 || len(ch.Data) > 1000 {
+			t.Fatalf("chunk %+v (%d bytes)", ch, len(ch.Data))
+		}
+		payload = append(payload, ch.Data...)
+		off += int64(len(ch.Data))
+	}
+	if m, err := replies.NextMsg(200 * time.Millisecond); err == nil {
+		t.Fatalf("a second reply: %v %s", m.Header, m.Data)
+	}
+	sum := sha256.Sum256(payload)
+	if int64(len(payload)) != b.Size || hex.EncodeToString(sum[:]) != b.SHA256 {
+		t.Fatal("the chunks do not match the size and checksum")
+	}
+	st := payloadState(t, payload)
+	if st.Revision() != b.Revision || st.KeyCount() != 50 {
+		t.Fatalf("payload at revision %d with %d keys", st.Revision(), st.KeyCount())
+	}
+
+	// At the end: an empty body; past it, 400; an unknown id, 404; a
+	// malformed id, 400.
+	m, err := nc.Request("concord.cluster.backup.chunk", []byte(fmt.Sprintf(`{"id":%q,"offset":%d}`, b.ID, b.Size)), 5*time.Second)
+	if err != nil || m.Header.Get(schema.HeaderErrorCode) != "" || len(m.Data) != 0 || m.Header.Get(schema.HeaderBackupSize) != fmt.Sprint(b.Size) {
+		t.Fatalf("read at the end: %v, %v %q", err, m.Header, m.Data)
+	}
+	for body, name := range map[string]string{
+		fmt.Sprintf(`{"id":%q,"offset":%d}`, b.ID, b.Size+1):  schema.ErrInvalidRequest,
+		`{"id":"0123456789abcdef","offset":0}`:                schema.ErrBackupNotFound,
+		`{"id":"../../raft.db","offset":0}`:                   schema.ErrInvalidRequest,
+		fmt.Sprintf(`{"id":%q,"offset":-1}`, b.ID):            schema.ErrInvalidRequest,
+		fmt.Sprintf(`{"id":%q,"offset":0,"length":-1}`, b.ID): schema.ErrInvalidRequest,
+	} {
+		e := request(t, nc, "concord.cluster.backup.chunk", json.RawMessage(body), nil)
+		if e == nil || e.Name != name {
+			t.Errorf("%s: %v, want %s", body, e, name)
+		}
+	}
+	if e := request(t, nc, "concord.cluster.backup", map[string]any{"x": 1}, nil); e == nil || e.Name != schema.ErrInvalidRequest {
+		t.Errorf("backup with an unknown field: %v", e)
+	}
+
+	// Up to backupMaxInProgress at once, the one read to the end included
+	// until its grace period ends.
+	for i := 1; i < backupMaxInProgress; i++ {
+		if e := request(t, nc, "concord.cluster.backup", struct{}{}, nil); e != nil {
+			t.Fatal(e)
+		}
+	}
+	if e := request(t, nc, "concord.cluster.backup", struct{}{}, nil); e == nil || e.Name != schema.ErrLimitExceeded {
+		t.Fatalf("one backup too many: %v", e)
+	}
+	if n := s.backups().held(); n != backupMaxInProgress {
+		t.Fatalf("%d backups held", n)
+	}
+	bdir := filepath.Join(s.cfg.DataDir, backupDirName)
+	if entries, _ := os.ReadDir(bdir); len(entries) != backupMaxInProgress {
+		t.Fatalf("backup files %v", entries)
+	}
+	// Closing the node removes them.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		entries, _ := os.ReadDir(bdir)
+		if len(entries) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("backup files left after close: %v", entries)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
