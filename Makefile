@@ -49,6 +49,7 @@ unit:
 
 blackbox: tools
 	PATH="$(BIN):$$PATH" CONCORD_REQUIRE_NATS_CLI=1 $(GO) test -count=1 -timeout 10m ./tests/...
+	cd deploy/check && $(GO) test -count=1 -timeout 10m ./...
 
 tools: $(BIN)/nats
 
