@@ -10,7 +10,7 @@ RACE_PKGS       := ./fsm/... ./subjects/... ./schema/... ./service/... ./client/
 CLUSTER_DIR     := $(CURDIR)/cluster-data
 CLUSTER_ROUTES  := nats://127.0.0.1:6222,nats://127.0.0.1:6223,nats://127.0.0.1:6224
 
-.PHONY: build run cluster cluster-stop test lint unit blackbox tools bench bench-etcd fuzz clean
+.PHONY: build run cluster cluster-stop test lint unit blackbox tools bench bench-etcd fuzz fuzz-short clean
 
 build:
 	$(GO) build -o $(BIN)/concord ./cmd/concord
@@ -37,7 +37,7 @@ cluster: build
 cluster-stop:
 	@for f in $(CLUSTER_DIR)/*.pid; do [ -f "$$f" ] && kill $$(cat $$f) 2>/dev/null; rm -f "$$f"; done; true
 
-test: lint unit blackbox
+test: lint unit fuzz-short blackbox
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -104,8 +104,20 @@ bench-etcd:
 	  sleep 3; (cd tests/etcdbench && $(GO) run . --endpoint 127.0.0.1:12379 $(BENCH_FLAGS)); status=$$?; \
 	  kill $$pid; wait $$pid; rm -rf $$dir; exit $$status
 
+# Every fuzz target, FUZZTIME each. CI runs them briefly (fuzz-short); run
+# `make fuzz` for a longer search. New crashers land in testdata/fuzz and
+# then run as plain tests.
+FUZZTIME ?= 60s
+FUZZ_TARGETS := ./service:FuzzDecodeRequest ./fsm:FuzzDecodeApply ./fsm:FuzzDecodeApplyTxn
+
 fuzz:
-	$(GO) test -run XXX -fuzz FuzzDecodeRequest -fuzztime 60s ./service
+	@for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; name=$${t##*:}; echo "fuzz $$name ($$pkg) for $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	done
+
+fuzz-short:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=10s
 
 clean:
 	rm -rf $(BIN) concord-data cluster-data
