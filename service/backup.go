@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -446,13 +445,7 @@ func (b *backupFile) remove() error {
 }
 
 // newBackupID makes a backup id: 8 random bytes in lowercase hex.
-func newBackupID() (string, error) {
-	b := make([]byte, 8)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("make a backup id: %w", err)
-	}
-	return hex.EncodeToString(b), nil
-}
+func newBackupID() (string, error) { return randomHexID("backup id") }
 
 // validBackupID reports whether id has the shape newBackupID gives, which
 // also keeps it a plain file name.

@@ -49,10 +49,14 @@ func writeClusterID(dir, id string) error {
 	return nil
 }
 
-func newClusterID() (string, error) {
+func newClusterID() (string, error) { return randomHexID("cluster id") }
+
+// randomHexID returns 8 random bytes in lowercase hex; what names the id
+// in the error.
+func randomHexID(what string) (string, error) {
 	b := make([]byte, 8)
 	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("make cluster id: %w", err)
+		return "", fmt.Errorf("make a %s: %w", what, err)
 	}
 	return hex.EncodeToString(b), nil
 }

@@ -41,6 +41,21 @@ func startCluster(t *testing.T, size int, extra ...string) *cluster {
 		c.faults = append(c.faults, filepath.Join(c.dir, fmt.Sprintf("faults-n%d.json", i+1)))
 		c.metricsAddrs = append(c.metricsAddrs, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
 	}
+	// Registered first, so a node that fails to start still shows its log.
+	t.Cleanup(func() {
+		for i, n := range c.nodes {
+			n.kill()
+			if t.Failed() {
+				if b, err := os.ReadFile(n.logPath); err == nil {
+					lines := 40
+					if strings.Contains(string(b), "SIGQUIT") {
+						lines = 100000 // a goroutine dump from a stuck shutdown: all of it
+					}
+					t.Logf("n%d log:\n%s", i+1, tail(string(b), lines))
+				}
+			}
+		}
+	})
 	for i := 0; i < size; i++ {
 		mode := "--join"
 		if i == 0 {
@@ -64,20 +79,6 @@ func startCluster(t *testing.T, size int, extra ...string) *cluster {
 			n.waitReady()
 		}
 	}
-	t.Cleanup(func() {
-		for i, n := range c.nodes {
-			n.kill()
-			if t.Failed() {
-				if b, err := os.ReadFile(n.logPath); err == nil {
-					lines := 40
-					if strings.Contains(string(b), "SIGQUIT") {
-						lines = 100000 // a goroutine dump from a stuck shutdown: all of it
-					}
-					t.Logf("n%d log:\n%s", i+1, tail(string(b), lines))
-				}
-			}
-		}
-	})
 	c.waitMembers(size, 30*time.Second)
 	return c
 }

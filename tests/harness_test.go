@@ -58,15 +58,26 @@ func checkFor(t testing.TB, timeout, interval time.Duration, f func() error) {
 	}
 }
 
-// freePort asks the kernel for a free loopback port.
+// handedOut holds every port freePort returned in this process: the
+// kernel may hand a just-closed port out again, and a cluster asks for a
+// dozen ports before any node binds them.
+var handedOut sync.Map
+
+// freePort asks the kernel for a free loopback port that this test process
+// has not used yet.
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if _, taken := handedOut.LoadOrStore(port, true); !taken {
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // node is one concord process.

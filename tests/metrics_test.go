@@ -279,6 +279,9 @@ func TestReadyzFlipsDuringElection(t *testing.T) {
 
 	// Poll fast: the leaderless window lasts from the survivors' heartbeat
 	// timeout to the end of the election.
+	// A survivor that wins the election may be leaderless for only a few
+	// milliseconds, so it need not be caught unready; at least one
+	// survivor must be, and all must be ready again.
 	sawNotReady := map[int]string{}
 	checkFor(t, 30*time.Second, 5*time.Millisecond, func() error {
 		ready := 0
@@ -290,22 +293,29 @@ func TestReadyzFlipsDuringElection(t *testing.T) {
 			if code == 503 {
 				sawNotReady[i] = body
 			}
-			if code == 200 && sawNotReady[i] != "" {
+			if code == 200 {
 				ready++
 			}
 		}
-		if ready < len(survivors) {
-			return fmt.Errorf("not yet: went unready %v, ready again %d", sawNotReady, ready)
+		if len(sawNotReady) == 0 || ready < len(survivors) {
+			return fmt.Errorf("not yet: went unready %v, ready %d of %d", sawNotReady, ready, len(survivors))
 		}
 		return nil
 	})
+	for i, reason := range sawNotReady {
+		if !strings.Contains(reason, "no leader") {
+			t.Errorf("n%d was unready with %q, want the reason no leader", i+1, reason)
+		}
+	}
+	// A survivor may still trust the dead leader until its heartbeat
+	// timeout; each counts exactly one change once it follows the new one.
 	for _, i := range survivors {
-		if !strings.Contains(sawNotReady[i], "no leader") {
-			t.Errorf("n%d was unready with %q, want the reason no leader", i+1, sawNotReady[i])
-		}
-		if got := scrapeMetrics(t, c.metricsAddrs[i]).value("concord_raft_leader_changes_total"); got != changes[i]+1 {
-			t.Errorf("n%d counted %v leader changes after the kill, had %v; want one more", i+1, got, changes[i])
-		}
+		checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+			if got := scrapeMetrics(t, c.metricsAddrs[i]).value("concord_raft_leader_changes_total"); got != changes[i]+1 {
+				return fmt.Errorf("n%d counted %v leader changes after the kill, had %v; want one more", i+1, got, changes[i])
+			}
+			return nil
+		})
 	}
 	// The new leader measured how long the lease clock stood still.
 	newLeader := c.leaderIndex(nc)

@@ -748,7 +748,16 @@ func startTLSCluster(t *testing.T, size int, ca *testPKI) (*cluster, []string) {
 // nodeInfo asks one node for its own report.
 func nodeInfo(nc *nats.Conn, id string) (schema.NodeInfo, error) {
 	var info schema.NodeInfo
-	msg, err := nc.Request("concord.cluster.node."+id+".info", []byte(`{}`), 2*time.Second)
+	// "no responders" until the routes between the NATS servers are all up
+	// and have carried the node's interest: retry it, as clients do.
+	var msg *nats.Msg
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		msg, err = nc.Request("concord.cluster.node."+id+".info", []byte(`{}`), 2*time.Second)
+		if !errors.Is(err, nats.ErrNoResponders) || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil {
 		return info, err
 	}
