@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -209,15 +210,36 @@ func (s *Service) handleJoin(_ context.Context, m *nats.Msg) (any, *schema.Error
 // joinProbeTimeout bounds the leader's test connection to a joiner.
 const joinProbeTimeout = 5 * time.Second
 
+// joinProbeListen is how long the probe waits for the joiner to refuse the
+// connection after the handshake.
+const joinProbeListen = 300 * time.Millisecond
+
 // probeRaft dials addr on the Raft stream layer (completing the TLS
-// handshake when Raft runs over TLS) and closes the connection unused; the
-// peer's transport sees an empty stream and drops it quietly.
+// handshake when Raft runs over TLS), then listens briefly: in TLS 1.3 the
+// client's handshake ends before the server has checked the client's
+// certificate, so a joiner that distrusts ours answers only with an alert.
+// A Raft peer sends nothing unasked, so silence until the deadline means the
+// stream is usable; an alert or EOF means it is not. The peer's transport
+// sees an empty stream and drops it quietly.
 func (s *Service) probeRaft(addr string) error {
 	c, err := s.raftLayer.Dial(raft.ServerAddress(addr), joinProbeTimeout)
 	if err != nil {
 		return err
 	}
-	return c.Close()
+	defer c.Close()
+	if err := c.SetReadDeadline(time.Now().Add(joinProbeListen)); err != nil {
+		return err
+	}
+	var b [1]byte
+	_, err = c.Read(b[:])
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return nil
+	}
+	if err == nil {
+		return errors.New("the peer spoke first, which a Raft peer never does")
+	}
+	return err
 }
 
 func (s *Service) hasVoter(id, addr string) bool {

@@ -45,7 +45,9 @@ func (s *Service) runExpirer(ctx context.Context) {
 		wait := tick
 		if haveLeases && (len(expired) > 0 || time.Since(lastProposal) >= tick) {
 			err := s.proposeExpire(now, expired)
-			s.observeTick(start, len(expired), leases)
+			if err == nil {
+				s.observeTick(start, len(expired), leases)
+			}
 			if err != nil {
 				if ctx.Err() != nil {
 					return
@@ -95,9 +97,10 @@ func (s *Service) proposeExpire(now int64, ids []int64) error {
 	return firstErr
 }
 
-// observeTick records one tick that proposed: its duration, the deadlines
-// it examined (the expired ones, then the first one not yet due, if any)
-// and the expire entries it proposed.
+// observeTick records one tick whose entries committed: its duration, the
+// deadlines it examined (the expired ones, then the first one not yet due,
+// if any) and the entries it proposed (a tick entry alone when nothing
+// expired).
 func (s *Service) observeTick(start time.Time, expired int, leases int64) {
 	m := s.metrics
 	m.tickDuration.Observe(time.Since(start).Seconds())
@@ -107,5 +110,5 @@ func (s *Service) observeTick(start time.Time, expired int, leases int64) {
 	}
 	m.tickScanned.Add(float64(scanned))
 	m.tickExpired.Add(float64(expired))
-	m.tickBatches.Observe(float64((expired + s.cfg.ExpireBatch - 1) / s.cfg.ExpireBatch))
+	m.tickBatches.Observe(float64(max(1, (expired+s.cfg.ExpireBatch-1)/s.cfg.ExpireBatch)))
 }

@@ -2,13 +2,17 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/concord-io/concord/schema"
 )
 
 // serveHTTP starts the operator listener: /metrics for Prometheus,
@@ -67,13 +71,24 @@ func (s *Service) Ready() error {
 	if s.raft == nil {
 		return fmt.Errorf("%w: raft is not running", ErrNotReady)
 	}
-	if addr, id := s.raft.LeaderWithID(); addr == "" && id == "" {
+	addr, id := s.raft.LeaderWithID()
+	if addr == "" && id == "" {
 		return fmt.Errorf("%w: no leader", ErrNotReady)
+	}
+	// A follower's own commit index stops at the end of its log, so a node
+	// still receiving entries or a snapshot would look caught up: compare
+	// with the leader's.
+	commit := s.raft.CommitIndex()
+	if s.raft.State() != raft.Leader {
+		lc, err := s.leaderCommitIndex(string(id))
+		if err != nil {
+			return fmt.Errorf("%w: cannot ask the leader %s for its commit index: %v", ErrNotReady, id, err)
+		}
+		commit = max(commit, lc)
 	}
 	// Under load the applied index trails the commit index by an entry or
 	// two at any instant; waiting briefly for it keeps a busy node ready,
 	// while a node that is catching up stays behind and is not.
-	commit := s.raft.CommitIndex()
 	if e := s.waitApplied(commit, readyWait); e != nil {
 		return fmt.Errorf("%w: applied index %d is behind the commit index %d", ErrNotReady, s.sm.applied.get(), commit)
 	}
@@ -83,3 +98,20 @@ func (s *Service) Ready() error {
 // readyWait is how long /readyz waits for the state machine to apply what
 // was committed when the probe arrived.
 const readyWait = time.Second
+
+// leaderCommitIndex asks the leader, over NATS, for its commit index.
+func (s *Service) leaderCommitIndex(id string) (uint64, error) {
+	req, _ := json.Marshal(schema.NodeInfoRequest{})
+	msg, err := s.nc.Request(s.names.NodeInfo(id), req, readyWait)
+	if err != nil {
+		return 0, err
+	}
+	var info schema.NodeInfo
+	if err := json.Unmarshal(msg.Data, &info); err != nil {
+		return 0, fmt.Errorf("decode the leader's node info: %w", err)
+	}
+	if info.ID != id {
+		return 0, fmt.Errorf("node info from %q, asked %q", info.ID, id)
+	}
+	return info.CommitIndex, nil
+}

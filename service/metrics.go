@@ -64,9 +64,9 @@ func newMetrics(s *Service) *metrics {
 	m.leaseExpiryKeys = f.histogram("concord_lease_expiry_keys", "Keys attached to each expired lease.", keyBuckets)
 	m.leaseExpiryLag = f.histogram("concord_lease_expiry_lag_seconds", "Lease-clock time from a lease's deadline to the commit of the entry that expired it.", lagBuckets)
 	m.tickDuration = f.histogram("concord_lease_tick_duration_seconds", "Leader expiry ticks: time to find expired leases and commit their expiry (or the tick entry).", prometheus.DefBuckets)
-	m.tickScanned = f.counter("concord_lease_tick_scanned_total", "Lease deadlines the leader's ticks examined: the expired ones and the first one not yet due.")
-	m.tickExpired = f.counter("concord_lease_tick_expired_total", "Leases the leader's ticks proposed to expire (apply re-checks each deadline).")
-	m.tickBatches = f.histogram("concord_lease_tick_expire_batches", "Expire entries proposed by one tick.", []float64{0, 1, 2, 5, 10, 20, 50, 100})
+	m.tickScanned = f.counter("concord_lease_tick_scanned_total", "Lease deadlines the leader's committed ticks examined: the expired ones and the first one not yet due.")
+	m.tickExpired = f.counter("concord_lease_tick_expired_total", "Leases the leader's ticks found past their deadline and proposed to expire, once committed (apply re-checks each deadline).")
+	m.tickBatches = f.histogram("concord_lease_tick_expire_batches", "Entries one tick proposed: expire entries of --expire-batch leases each, or one tick entry when nothing expired.", []float64{0, 1, 2, 5, 10, 20, 50, 100})
 	m.clockExtension = f.histogram("concord_lease_clock_extension_seconds", "At each leadership gain, how long the lease clock stood still as seen by the new leader: every lease gained this much time.", lagBuckets)
 
 	m.requests = f.counterVec("concord_requests_total", "Requests answered, by endpoint.", "endpoint")
@@ -170,11 +170,13 @@ func (m *metrics) watchLeaders(r *raft.Raft, done <-chan struct{}) {
 		case <-done:
 			return
 		case o := <-ch:
+			// A leader that loses its quorum and wins again in a new
+			// term is a change too, as etcd counts it.
 			lo := o.Data.(raft.LeaderObservation)
 			if lo.LeaderID != "" && lo.LeaderID != last {
 				m.leaderChanges.Inc()
-				last = lo.LeaderID
 			}
+			last = lo.LeaderID
 		}
 	}
 }

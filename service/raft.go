@@ -122,6 +122,13 @@ func (s *Service) startRaft() error {
 			return err
 		}
 	}
+	// Raft applies again, at start, what the log held when it stopped;
+	// telemetry counts only what comes after.
+	last, err := store.LastIndex()
+	if err != nil {
+		return fmt.Errorf("read the raft log: %w", err)
+	}
+	s.sm.countFrom = last
 	r, err := raft.NewRaft(conf, s.sm, store, store, snaps, s.trans)
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)

@@ -26,14 +26,19 @@ type stateMachine struct {
 	applied appliedIndex
 	// onEvents is called from the Raft FSM goroutine, in log order, outside mu.
 	onEvents func([]schema.Event)
-	// onResult, when set, sees every command's result and the lease-clock
-	// time it applied at, on the FSM goroutine, outside mu (telemetry).
-	onResult func(r *fsm.Result, now int64)
+	// onResult, when set, sees the result of every command after index
+	// countFrom and the lease-clock time it applied at, on the FSM
+	// goroutine, outside mu (telemetry). Entries up to countFrom were in
+	// the log at start-up: Raft applies them again after a restart, and
+	// counting them again would count old activity as new.
+	onResult  func(r *fsm.Result, now int64)
+	countFrom uint64
 	// onSnapshot, when set, learns each persisted snapshot's duration and
 	// size (telemetry).
 	onSnapshot func(d time.Duration, bytes int64)
-	// clockMoved is when this node last applied an entry that advanced
-	// the lease clock (guarded by mu); zero before the first since start.
+	// clockMoved is when the last applied entry that advanced the lease
+	// clock was appended to the log (Raft records the leader's time in the
+	// entry, so it survives restarts), guarded by mu; zero when unknown.
 	clockMoved time.Time
 }
 
@@ -53,17 +58,17 @@ func (m *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 	results := make([]*fsm.Result, len(logs))
 	nows := make([]int64, len(logs))
 	m.mu.Lock()
-	before := m.state.Now()
 	for i, l := range logs {
 		if l.Type != raft.LogCommand {
 			continue
 		}
+		before := m.state.Now()
 		r := m.state.Apply(l.Data)
 		results[i], nows[i] = &r, m.state.Now()
 		out[i] = &r
-	}
-	if m.state.Now() > before {
-		m.clockMoved = time.Now()
+		if m.state.Now() > before && !l.AppendedAt.IsZero() {
+			m.clockMoved = l.AppendedAt
+		}
 	}
 	if len(logs) > 0 {
 		// Under the lock, so the applied index always matches the state.
@@ -77,15 +82,17 @@ func (m *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 		if len(r.Events) > 0 {
 			m.onEvents(r.Events)
 		}
-		if m.onResult != nil {
+		if m.onResult != nil && logs[i].Index > m.countFrom {
 			m.onResult(r, nows[i])
 		}
 	}
 	return out
 }
 
-// sinceClockMoved is how long ago this node last applied an entry that
-// advanced the lease clock, or since start when it has applied none.
+// sinceClockMoved is how long ago the last entry that advanced the lease
+// clock was appended, by the wall clock (so across machines it includes
+// their skew), or since start when that is unknown (a state restored from a
+// snapshot alone).
 func (m *stateMachine) sinceClockMoved(start time.Time) time.Duration {
 	m.mu.RLock()
 	t := m.clockMoved

@@ -134,7 +134,35 @@ func TestFollowerCatchesUpBySnapshot(t *testing.T) {
 	if sr.Index < 10000 {
 		t.Fatalf("snapshot at index %d, before the 10,000 writes", sr.Index)
 	}
-	c.nodes[f].restart()
+	// While it catches up, the follower's /readyz must not say ready
+	// before it has applied what the leader had committed when asked.
+	leaderID := fmt.Sprintf("n%d", leader+1)
+	c.nodes[f].start()
+	var polls, behind int
+	checkFor(t, 60*time.Second, 10*time.Millisecond, func() error {
+		before, err := nodeInfo(nc, leaderID)
+		if err != nil {
+			return err
+		}
+		polls++
+		code, body, err := httpStatus(c.metricsAddrs[f], "/readyz")
+		if err != nil {
+			return err // not listening yet
+		}
+		if code != 200 {
+			behind++
+			return fmt.Errorf("n%d not ready: %s", f+1, body)
+		}
+		after, err := nodeInfo(nc, fmt.Sprintf("n%d", f+1))
+		if err != nil {
+			return err
+		}
+		if after.AppliedIndex < before.CommitIndex {
+			t.Fatalf("n%d said ready at applied index %d, before the leader's commit index %d of before the probe", f+1, after.AppliedIndex, before.CommitIndex)
+		}
+		return nil
+	})
+	t.Logf("n%d: %d readiness polls, %d not ready", f+1, polls, behind)
 	c.waitMembers(3, 30*time.Second)
 	c.waitConverged(3, 60*time.Second)
 	// hashicorp/raft logs this line when a follower installs the leader's

@@ -712,8 +712,12 @@ func TestSecurityStartupErrors(t *testing.T) {
 // startTLSCluster starts size nodes like startCluster, each with its own
 // certificate from ca, Raft over mutual TLS; it also returns the NATS
 // route URLs, for a node to join later.
-func startTLSCluster(t *testing.T, size int, ca *testPKI) (*cluster, []string) {
+func startTLSCluster(t *testing.T, size int, ca *testPKI, trust ...string) (*cluster, []string) {
 	t.Helper()
+	caFile := ca.caFile
+	if len(trust) > 0 {
+		caFile = trust[0] // a bundle the nodes trust instead of ca alone
+	}
 	c := &cluster{t: t, dir: t.TempDir()}
 	var routes, clusterAddrs []string
 	for i := 0; i < size; i++ {
@@ -731,7 +735,7 @@ func startTLSCluster(t *testing.T, size int, ca *testPKI) (*cluster, []string) {
 			mode = "--bootstrap"
 		}
 		args := []string{"--raft-addr", c.raftAddrs[i],
-			"--raft-tls-cert", cert, "--raft-tls-key", key, "--raft-tls-ca", ca.caFile,
+			"--raft-tls-cert", cert, "--raft-tls-key", key, "--raft-tls-ca", caFile,
 			"--nats-listen", strings.TrimPrefix(c.urls[i], "nats://"),
 			"--nats-cluster", clusterAddrs[i], "--nats-routes", strings.Join(routes, ","),
 			"--test-fault-file", c.faults[i], mode}
@@ -770,7 +774,12 @@ func nodeInfo(nc *nats.Conn, id string) (schema.NodeInfo, error) {
 // receives the log, and the cluster stays healthy.
 func TestRaftTLSCluster(t *testing.T) {
 	ca := newPKI(t, t.TempDir(), "raft")
-	c, routes := startTLSCluster(t, 3, ca)
+	// The members trust the CA that signed them and a next one, as in the
+	// middle of a CA rotation.
+	next := newPKI(t, t.TempDir(), "next")
+	bundle := filepath.Join(t.TempDir(), "bundle.pem")
+	writeBundle(t, bundle, ca.caFile, next.caFile)
+	c, routes := startTLSCluster(t, 3, ca, bundle)
 	nc := c.conn()
 	for i := 0; i < 20; i++ {
 		if _, e, err := request(nc, "concord.kv.put", map[string]any{"key": fmt.Sprintf("tls.k%d", i), "value": i}, "", 20*time.Second); err != nil || e != nil {
@@ -851,6 +860,44 @@ func TestRaftTLSCluster(t *testing.T) {
 	if !strings.Contains(readLog(t, n4), "raft TLS handshake refused") {
 		t.Fatal("n4 logged no refused handshake")
 	}
+
+	// The other direction: n5's certificate is from the next CA, which the
+	// members trust, but n5 trusts only the next CA, so it refuses the
+	// leader's certificate. In TLS 1.3 the leader's side of the handshake
+	// succeeds before n5 has checked the leader's certificate; the leader's
+	// probe must still see the refusal.
+	cert5, key5 := next.issue(t, "n5")
+	n5URL := fmt.Sprintf("nats://127.0.0.1:%d", freePort(t))
+	n5Raft := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	n5 := startSecuredNode(t, c.dir, "n5", n5URL, []string{"--raft-addr", n5Raft,
+		"--raft-tls-cert", cert5, "--raft-tls-key", key5, "--raft-tls-ca", next.caFile,
+		"--nats-listen", strings.TrimPrefix(n5URL, "nats://"),
+		"--nats-cluster", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--nats-routes", strings.Join(routes, ","),
+		"--join"}, func() error {
+		_, err := nodeInfo(nc, "n5")
+		return err
+	})
+	refused = false
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && !refused; time.Sleep(100 * time.Millisecond) {
+		if st, err := c.status(nc, false); err == nil {
+			for _, m := range st.Members {
+				if m.ID == "n5" {
+					t.Fatalf("n5, which distrusts the cluster's CA, was added: %+v", st.Members)
+				}
+			}
+		}
+		for _, n := range c.nodes {
+			log := readLog(t, n)
+			refused = refused || strings.Contains(log, "refused a join") && strings.Contains(log, n5Raft)
+		}
+	}
+	if !refused {
+		t.Fatal("no member logged that it refused n5's join")
+	}
+	if !strings.Contains(readLog(t, n5), "raft TLS handshake refused") {
+		t.Fatal("n5 logged no refused handshake")
+	}
+	n5.kill()
 	for i := 0; i < 10; i++ {
 		if _, e, err := request(nc, "concord.kv.put", map[string]any{"key": fmt.Sprintf("tls.after%d", i), "value": i}, "", 20*time.Second); err != nil || e != nil {
 			t.Fatalf("the cluster stopped taking writes: %v %v", err, e)
@@ -883,4 +930,20 @@ func TestRaftTLSCluster(t *testing.T) {
 	}
 	c.waitMembers(3, 20*time.Second)
 	c.waitConverged(3, 30*time.Second)
+}
+
+// writeBundle concatenates PEM files into one CA bundle.
+func writeBundle(t *testing.T, path string, files ...string) {
+	t.Helper()
+	var all []byte
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b...)
+	}
+	if err := os.WriteFile(path, all, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
