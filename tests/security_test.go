@@ -840,26 +840,7 @@ func TestRaftTLSCluster(t *testing.T) {
 	// The leader test-dials a joiner's Raft address before adding it; the
 	// handshake fails, so it refuses the join and n4 never becomes a
 	// member that counts against the quorum.
-	refused := false
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && !refused; time.Sleep(100 * time.Millisecond) {
-		if st, err := c.status(nc, false); err == nil {
-			for _, m := range st.Members {
-				if m.ID == "n4" {
-					t.Fatalf("n4, whose certificate another CA signed, was added: %+v", st.Members)
-				}
-			}
-		}
-		for _, n := range c.nodes {
-			log := readLog(t, n)
-			refused = refused || strings.Contains(log, "refused a join") && strings.Contains(log, n4Raft)
-		}
-	}
-	if !refused {
-		t.Fatal("no member logged that it refused n4's join")
-	}
-	if !strings.Contains(readLog(t, n4), "raft TLS handshake refused") {
-		t.Fatal("n4 logged no refused handshake")
-	}
+	waitJoinRefused(t, c, nc, n4, "n4", n4Raft)
 
 	// The other direction: n5's certificate is from the next CA, which the
 	// members trust, but n5 trusts only the next CA, so it refuses the
@@ -877,26 +858,7 @@ func TestRaftTLSCluster(t *testing.T) {
 		_, err := nodeInfo(nc, "n5")
 		return err
 	})
-	refused = false
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && !refused; time.Sleep(100 * time.Millisecond) {
-		if st, err := c.status(nc, false); err == nil {
-			for _, m := range st.Members {
-				if m.ID == "n5" {
-					t.Fatalf("n5, which distrusts the cluster's CA, was added: %+v", st.Members)
-				}
-			}
-		}
-		for _, n := range c.nodes {
-			log := readLog(t, n)
-			refused = refused || strings.Contains(log, "refused a join") && strings.Contains(log, n5Raft)
-		}
-	}
-	if !refused {
-		t.Fatal("no member logged that it refused n5's join")
-	}
-	if !strings.Contains(readLog(t, n5), "raft TLS handshake refused") {
-		t.Fatal("n5 logged no refused handshake")
-	}
+	waitJoinRefused(t, c, nc, n5, "n5", n5Raft)
 	n5.kill()
 	for i := 0; i < 10; i++ {
 		if _, e, err := request(nc, "concord.kv.put", map[string]any{"key": fmt.Sprintf("tls.after%d", i), "value": i}, "", 20*time.Second); err != nil || e != nil {
@@ -945,5 +907,32 @@ func writeBundle(t *testing.T, path string, files ...string) {
 	}
 	if err := os.WriteFile(path, all, 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// waitJoinRefused waits until a member logs that it refused the join of id
+// at raftAddr, failing if id ever becomes a member, and checks that the
+// joiner logged the refused handshake.
+func waitJoinRefused(t *testing.T, c *cluster, nc *nats.Conn, joiner *node, id, raftAddr string) {
+	t.Helper()
+	refused := false
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && !refused; time.Sleep(100 * time.Millisecond) {
+		if st, err := c.status(nc, false); err == nil {
+			for _, m := range st.Members {
+				if m.ID == id {
+					t.Fatalf("%s was added despite its Raft TLS mismatch: %+v", id, st.Members)
+				}
+			}
+		}
+		for _, n := range c.nodes {
+			log := readLog(t, n)
+			refused = refused || strings.Contains(log, "refused a join") && strings.Contains(log, raftAddr)
+		}
+	}
+	if !refused {
+		t.Fatalf("no member logged that it refused %s's join", id)
+	}
+	if !strings.Contains(readLog(t, joiner), "raft TLS handshake refused") {
+		t.Fatalf("%s logged no refused handshake", id)
 	}
 }
