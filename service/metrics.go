@@ -1,6 +1,7 @@
 package service
 
 import (
+	"strings"
 	"sync"
 	"time"
 
@@ -232,21 +233,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		if st == state {
 			v = 1
 		}
-		gauge(descRaftState, v, stringsLower(st.String()))
+		gauge(descRaftState, v, strings.ToLower(st.String()))
 	}
 	gauge(descRaftTerm, float64(r.CurrentTerm()))
 	gauge(descCommitIndex, float64(r.CommitIndex()))
 	gauge(descLastIndex, float64(r.LastIndex()))
-}
-
-func stringsLower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
 }
 
 // The go-metrics sink that bridges hashicorp/raft's own measurements

@@ -826,39 +826,17 @@ func TestRaftTLSCluster(t *testing.T) {
 
 	// A node with a certificate of another CA asks to join.
 	stranger := newPKI(t, t.TempDir(), "stranger")
-	cert, key := stranger.issue(t, "n4")
-	n4URL := fmt.Sprintf("nats://127.0.0.1:%d", freePort(t))
-	n4Raft := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	n4 := startSecuredNode(t, c.dir, "n4", n4URL, []string{"--raft-addr", n4Raft,
-		"--raft-tls-cert", cert, "--raft-tls-key", key, "--raft-tls-ca", stranger.caFile,
-		"--nats-listen", strings.TrimPrefix(n4URL, "nats://"),
-		"--nats-cluster", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--nats-routes", strings.Join(routes, ","),
-		"--join"}, func() error {
-		_, err := nodeInfo(nc, "n4")
-		return err
-	})
 	// The leader test-dials a joiner's Raft address before adding it; the
 	// handshake fails, so it refuses the join and n4 never becomes a
 	// member that counts against the quorum.
-	waitJoinRefused(t, c, nc, n4, "n4", n4Raft)
+	n4 := joinRefused(t, c, nc, routes, "n4", stranger, stranger.caFile)
 
 	// The other direction: n5's certificate is from the next CA, which the
 	// members trust, but n5 trusts only the next CA, so it refuses the
 	// leader's certificate. In TLS 1.3 the leader's side of the handshake
 	// succeeds before n5 has checked the leader's certificate; the leader's
 	// probe must still see the refusal.
-	cert5, key5 := next.issue(t, "n5")
-	n5URL := fmt.Sprintf("nats://127.0.0.1:%d", freePort(t))
-	n5Raft := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	n5 := startSecuredNode(t, c.dir, "n5", n5URL, []string{"--raft-addr", n5Raft,
-		"--raft-tls-cert", cert5, "--raft-tls-key", key5, "--raft-tls-ca", next.caFile,
-		"--nats-listen", strings.TrimPrefix(n5URL, "nats://"),
-		"--nats-cluster", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--nats-routes", strings.Join(routes, ","),
-		"--join"}, func() error {
-		_, err := nodeInfo(nc, "n5")
-		return err
-	})
-	waitJoinRefused(t, c, nc, n5, "n5", n5Raft)
+	n5 := joinRefused(t, c, nc, routes, "n5", next, next.caFile)
 	n5.kill()
 	for i := 0; i < 10; i++ {
 		if _, e, err := request(nc, "concord.kv.put", map[string]any{"key": fmt.Sprintf("tls.after%d", i), "value": i}, "", 20*time.Second); err != nil || e != nil {
@@ -910,11 +888,23 @@ func writeBundle(t *testing.T, path string, files ...string) {
 	}
 }
 
-// waitJoinRefused waits until a member logs that it refused the join of id
-// at raftAddr, failing if id ever becomes a member, and checks that the
-// joiner logged the refused handshake.
-func waitJoinRefused(t *testing.T, c *cluster, nc *nats.Conn, joiner *node, id, raftAddr string) {
+// joinRefused starts node id with --join, a Raft certificate from issuer
+// and caFile as the CA it trusts, and waits until a member logs that it
+// refused the join, failing if id ever becomes a member; the joiner must
+// log the refused handshake.
+func joinRefused(t *testing.T, c *cluster, nc *nats.Conn, routes []string, id string, issuer *testPKI, caFile string) *node {
 	t.Helper()
+	cert, key := issuer.issue(t, id)
+	url := fmt.Sprintf("nats://127.0.0.1:%d", freePort(t))
+	raftAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	joiner := startSecuredNode(t, c.dir, id, url, []string{"--raft-addr", raftAddr,
+		"--raft-tls-cert", cert, "--raft-tls-key", key, "--raft-tls-ca", caFile,
+		"--nats-listen", strings.TrimPrefix(url, "nats://"),
+		"--nats-cluster", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--nats-routes", strings.Join(routes, ","),
+		"--join"}, func() error {
+		_, err := nodeInfo(nc, id)
+		return err
+	})
 	refused := false
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && !refused; time.Sleep(100 * time.Millisecond) {
 		if st, err := c.status(nc, false); err == nil {
@@ -935,4 +925,5 @@ func waitJoinRefused(t *testing.T, c *cluster, nc *nats.Conn, joiner *node, id, 
 	if !strings.Contains(readLog(t, joiner), "raft TLS handshake refused") {
 		t.Fatalf("%s logged no refused handshake", id)
 	}
+	return joiner
 }
