@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -53,11 +54,7 @@ func leaseKeepAlive(args []string) error {
 	fs, cf := newFlags("lease keepalive", "lease keepalive ID [--ttl N]")
 	var ttl seconds
 	fs.Var(&ttl, "ttl", "change the lease's ttl from this renewal on")
-	pos, err := parseArgs(fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	id, err := parseID("ID", pos[0])
+	id, err := parseIDArg(fs, args)
 	if err != nil {
 		return err
 	}
@@ -78,11 +75,7 @@ func leaseKeepAlive(args []string) error {
 
 func leaseRevoke(args []string) error {
 	fs, cf := newFlags("lease revoke", "lease revoke ID")
-	pos, err := parseArgs(fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	id, err := parseID("ID", pos[0])
+	id, err := parseIDArg(fs, args)
 	if err != nil {
 		return err
 	}
@@ -100,11 +93,7 @@ func leaseRevoke(args []string) error {
 func leaseInfo(args []string) error {
 	fs, cf := newFlags("lease info", "lease info ID [--keys]")
 	keys := fs.Bool("keys", false, "list the attached keys")
-	pos, err := parseArgs(fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	id, err := parseID("ID", pos[0])
+	id, err := parseIDArg(fs, args)
 	if err != nil {
 		return err
 	}
@@ -166,4 +155,13 @@ func leaseList(args []string) error {
 			fmt.Fprintf(w, "more: continue with --after %d\n", r.Leases[len(r.Leases)-1].ID)
 		}
 	})
+}
+
+// parseIDArg parses the flags and the one positional argument, a lease ID.
+func parseIDArg(fs *flag.FlagSet, args []string) (int64, error) {
+	pos, err := parseArgs(fs, args, 1, 1)
+	if err != nil {
+		return 0, err
+	}
+	return parseID("ID", pos[0])
 }
