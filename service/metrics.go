@@ -13,6 +13,7 @@ import (
 
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/subjects"
 )
 
 // metrics holds a node's Prometheus collectors. Counters of what the state
@@ -22,13 +23,15 @@ import (
 type metrics struct {
 	reg *prometheus.Registry
 
-	leaseGrants      *prometheus.CounterVec
-	leaseRenewals    prometheus.Counter
-	leaseRevokes     prometheus.Counter
-	leaseRevokeKeys  prometheus.Histogram
-	leaseExpirations prometheus.Counter
-	leaseExpiryKeys  prometheus.Histogram
-	leaseExpiryLag   prometheus.Histogram
+	// grantsExplicit and grantsAnonymous are leaseGrants' two series,
+	// looked up once rather than per apply.
+	grantsExplicit, grantsAnonymous prometheus.Counter
+	leaseRenewals                   prometheus.Counter
+	leaseRevokes                    prometheus.Counter
+	leaseRevokeKeys                 prometheus.Histogram
+	leaseExpirations                prometheus.Counter
+	leaseExpiryKeys                 prometheus.Histogram
+	leaseExpiryLag                  prometheus.Histogram
 
 	tickDuration   prometheus.Histogram
 	tickScanned    prometheus.Counter
@@ -39,7 +42,10 @@ type metrics struct {
 	requests        *prometheus.CounterVec
 	requestErrors   *prometheus.CounterVec
 	requestDuration *prometheus.HistogramVec
-	watchEvents     prometheus.Counter
+	// byEndpoint holds each known endpoint's request series, looked up
+	// once: observeRequest runs for every request.
+	byEndpoint  map[string]endpointSeries
+	watchEvents prometheus.Counter
 
 	leaderChanges    prometheus.Counter
 	applyDuration    prometheus.Histogram
@@ -57,7 +63,8 @@ var lagBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 1.
 func newMetrics(s *Service) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	f := factory{m.reg}
-	m.leaseGrants = f.counterVec("concord_lease_grants_total", "Leases granted, by grant or, anonymous, by a put with a ttl.", "anonymous")
+	grants := f.counterVec("concord_lease_grants_total", "Leases granted, by grant or, anonymous, by a put with a ttl.", "anonymous")
+	m.grantsExplicit, m.grantsAnonymous = grants.WithLabelValues("false"), grants.WithLabelValues("true")
 	m.leaseRenewals = f.counter("concord_lease_renewals_total", "Leases renewed by keep-alives (each lease of a batched keep-alive counts).")
 	m.leaseRevokes = f.counter("concord_lease_revokes_total", "Leases revoked.")
 	m.leaseRevokeKeys = f.histogram("concord_lease_revoke_keys", "Keys attached to each revoked lease.", keyBuckets)
@@ -75,6 +82,11 @@ func newMetrics(s *Service) *metrics {
 	m.requestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "concord_request_duration_seconds", Help: "Time from taking a request to sending its reply, by endpoint.",
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}}, []string{"endpoint"})
 	m.reg.MustRegister(m.requestDuration)
+	m.byEndpoint = make(map[string]endpointSeries, len(subjects.Endpoints))
+	for _, ep := range subjects.Endpoints {
+		name := string(ep)
+		m.byEndpoint[name] = endpointSeries{m.requests.WithLabelValues(name), m.requestDuration.WithLabelValues(name)}
+	}
 	m.watchEvents = f.counter("concord_watch_events_published_total", "Watch events this node published (the leader publishes them).")
 
 	m.leaderChanges = f.counter("concord_raft_leader_changes_total", "Times this node saw a new Raft leader.")
@@ -121,10 +133,10 @@ func (m *metrics) observeResult(r *fsm.Result, now int64) {
 		return
 	}
 	if n := r.Leases.Granted; n > 0 {
-		m.leaseGrants.WithLabelValues("false").Add(float64(n))
+		m.grantsExplicit.Add(float64(n))
 	}
 	if n := r.Leases.GrantedAnonymous; n > 0 {
-		m.leaseGrants.WithLabelValues("true").Add(float64(n))
+		m.grantsAnonymous.Add(float64(n))
 	}
 	if n := r.Leases.Renewed; n > 0 {
 		m.leaseRenewals.Add(float64(n))
@@ -142,11 +154,21 @@ func (m *metrics) observeResult(r *fsm.Result, now int64) {
 
 // observeRequest counts one answered request.
 func (m *metrics) observeRequest(endpoint string, d time.Duration, e *schema.Error) {
-	m.requests.WithLabelValues(endpoint).Inc()
-	m.requestDuration.WithLabelValues(endpoint).Observe(d.Seconds())
+	es, ok := m.byEndpoint[endpoint]
+	if !ok {
+		es = endpointSeries{m.requests.WithLabelValues(endpoint), m.requestDuration.WithLabelValues(endpoint)}
+	}
+	es.requests.Inc()
+	es.duration.Observe(d.Seconds())
 	if e != nil {
 		m.requestErrors.WithLabelValues(endpoint, e.Name).Inc()
 	}
+}
+
+// endpointSeries are one endpoint's request count and latency series.
+type endpointSeries struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
 }
 
 // observeSnapshot records a persisted snapshot.
