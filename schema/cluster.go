@@ -47,6 +47,10 @@ type ClusterStatusReply struct {
 	Term      uint64   `json:"term"`
 	Revision  int64    `json:"revision"`
 	Members   []Member `json:"members"`
+	// Conflict, when set, says that the leader sees another Concord
+	// cluster serving the same subject prefix on the bus, naming both
+	// cluster ids; while it lasts the cluster serves no requests.
+	Conflict string `json:"conflict,omitempty"`
 }
 
 // Member is one server of the Raft configuration, with what it reported
@@ -69,7 +73,8 @@ type NodeInfoRequest struct {
 type NodeInfo struct {
 	ID string `json:"id"`
 	// ClusterID is the cluster the node belongs to ("" before it joined).
-	ClusterID    string `json:"cluster_id"`
+	ClusterID string `json:"cluster_id"`
+	// State is the node's Raft state in lower case, or NodeStateStarting.
 	State        string `json:"state"`
 	Term         uint64 `json:"term"`
 	Leader       string `json:"leader"`
@@ -80,7 +85,15 @@ type NodeInfo struct {
 	// StateHash is the SHA-256 of the node's state at AppliedIndex, when
 	// asked for: replicas at the same index must agree.
 	StateHash string `json:"state_hash,omitempty"`
+	// Conflict, when set, says that the node sees another Concord cluster
+	// serving the same subject prefix on the bus, naming both cluster ids;
+	// while it lasts the cluster serves no requests.
+	Conflict string `json:"conflict,omitempty"`
 }
+
+// NodeStateStarting is the state a node reports before its Raft starts,
+// while it checks the bus for other clusters.
+const NodeStateStarting = "starting"
 
 // ClusterSnapshotRequest is the body of P.cluster.snapshot.
 type ClusterSnapshotRequest struct{}

@@ -539,9 +539,14 @@ func sampleNode(id string, hash bool) NodeInfo {
 	}
 	if hash {
 		ni.StateHash = sampleHash
+		ni.Conflict = sampleConflict
 	}
 	return ni
 }
+
+// sampleConflict is what a node reports while another cluster serves its
+// prefix on the bus.
+const sampleConflict = "two Concord clusters serve this subject prefix on one NATS bus: this cluster 9f86d081884c7d65 and cluster 0c4e1f2a9b7d3e58 (node n1 answered)"
 
 // sampleMembers is the configuration of that cluster, n1, n2 and n3 on
 // loopback, all voters that answered.
@@ -587,7 +592,7 @@ func TestRoundTrip(t *testing.T) {
 		{"cluster.remove.request", ClusterRemoveRequest{ID: "n3"}},
 		{"cluster.remove.reply", ClusterRemoveReply{Members: sampleMembers(true)[:2]}},
 		{"cluster.status.request", ClusterStatusRequest{Hash: true}},
-		{"cluster.status.reply", ClusterStatusReply{ClusterID: sampleClusterID, Leader: "n1", Term: 3, Revision: 1843, Members: sampleMembers(true)}},
+		{"cluster.status.reply", ClusterStatusReply{ClusterID: sampleClusterID, Leader: "n1", Term: 3, Revision: 1843, Members: sampleMembers(true), Conflict: sampleConflict}},
 		{"cluster.snapshot.request", ClusterSnapshotRequest{}},
 		{"cluster.snapshot.reply", ClusterSnapshotReply{Index: 1850}},
 		{"cluster.backup.request", ClusterBackupRequest{}},
@@ -914,7 +919,7 @@ func validExamples(t *testing.T) []example {
 		{"cluster.status.request", js(t, ClusterStatusRequest{Hash: true})},
 		{"cluster.status.request", `{"hash":false}`},
 		{"cluster.status.reply", js(t, ClusterStatusReply{ClusterID: sampleClusterID, Leader: "n1", Term: 3, Revision: 1843, Members: sampleMembers(false)})},
-		{"cluster.status.reply", js(t, ClusterStatusReply{ClusterID: sampleClusterID, Leader: "n1", Term: 3, Revision: 1843, Members: sampleMembers(true)})},
+		{"cluster.status.reply", js(t, ClusterStatusReply{ClusterID: sampleClusterID, Leader: "n1", Term: 3, Revision: 1843, Members: sampleMembers(true), Conflict: sampleConflict})},
 		{"cluster.status.reply", js(t, ClusterStatusReply{ClusterID: sampleClusterID, Leader: "n2", Term: 4, Revision: 1843, Members: []Member{ // after a failover: n1 down, n3 demoted
 			{ID: "n1", Address: "127.0.0.1:7001", Suffrage: SuffrageVoter, Reachable: false},
 			{ID: "n2", Address: "127.0.0.1:7002", Suffrage: SuffrageVoter, Reachable: true, Node: &NodeInfo{ID: "n2", ClusterID: sampleClusterID, State: "leader", Term: 4, Leader: "n2", LastIndex: 1851, CommitIndex: 1851, AppliedIndex: 1851, Revision: 1843}},
@@ -1454,6 +1459,7 @@ func TestClusterEnumsMatchGo(t *testing.T) {
 	for _, st := range []raft.RaftState{raft.Leader, raft.Follower, raft.Candidate, raft.Shutdown} {
 		states = append(states, strings.ToLower(st.String()))
 	}
+	states = append(states, NodeStateStarting)
 	if got := enum("node_info", "state"); !slices.Equal(got, states) {
 		t.Errorf("node_info states %q, raft states %q", got, states)
 	}

@@ -62,35 +62,23 @@ func randomHexID(what string) (string, error) {
 	return hex.EncodeToString(b), nil
 }
 
-// checkBus makes sure the cluster this node belongs to (ours, "" for a new
-// node) is the one the bus serves: a new node may not bootstrap where a
-// cluster already answers (two clusters would serve the same subjects),
-// and a node of one cluster may not start on another's bus. Nodes answer
+// checkRestart refuses to start a node of cluster ours on a bus where
+// another cluster answers: its data belongs elsewhere. Nodes answer
 // P.cluster.nodes whether or not there is a leader, so the check works
-// while a cluster is down to a minority.
-func (s *Service) checkBus(ours string) error {
-	if s.ns != nil && len(s.cfg.NATSRoutes) > 0 {
-		// Give the routes to the peers a moment to come up, or the check
-		// would see only this server.
-		deadline := time.Now().Add(2 * time.Second)
-		for s.ns.NumRoutes() == 0 && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	msg, err := s.nc.Request(s.names.Nodes(), []byte(`{}`), time.Second)
+// while a cluster is down to a minority. Unlike a bootstrap, a restart
+// creates no cluster, so a bus that does not answer in time is no reason to
+// refuse; the bus watch (busguard.go) keeps looking afterwards.
+func (s *Service) checkRestart(ours string) error {
+	r, err := s.probeNodes(probeTimeout)
 	if err != nil {
-		return nil // no responders or no answer: nobody serves here
-	}
-	var info schema.NodeInfo
-	if err := json.Unmarshal(msg.Data, &info); err != nil || info.ClusterID == ours {
+		s.log.Warn("could not ask the bus which clusters serve it", "err", err)
 		return nil
 	}
-	if ours == "" {
-		return fmt.Errorf("%w: a Concord cluster (id %q, node %s answering) already serves this NATS bus under %q; start this node with --join to add it to that cluster",
-			ErrForeignCluster, info.ClusterID, info.ID, s.names.Prefix())
+	if info, ok := r.foreign(ours); ok {
+		return fmt.Errorf("%w: this node belongs to cluster %q, but cluster %q (node %s answering) serves this NATS bus under %q; give the node an empty data directory to join that cluster",
+			ErrForeignCluster, ours, info.ClusterID, info.ID, s.names.Prefix())
 	}
-	return fmt.Errorf("%w: this node belongs to cluster %q, but cluster %q (node %s answering) serves this NATS bus under %q; give the node an empty data directory to join that cluster",
-		ErrForeignCluster, ours, info.ClusterID, info.ID, s.names.Prefix())
+	return nil
 }
 
 // runJoin asks the leader, over the bus, to add this node as a voter, and
@@ -300,7 +288,11 @@ func (s *Service) handleStatus(_ context.Context, m *nats.Msg) (any, *schema.Err
 	}
 	var rev int64
 	s.sm.read(func(st *fsm.State) { rev = st.Revision() })
-	return &schema.ClusterStatusReply{ClusterID: id, Leader: s.cfg.NodeID, Term: s.raft.CurrentTerm(), Revision: rev, Members: members}, nil
+	reply := &schema.ClusterStatusReply{ClusterID: id, Leader: s.cfg.NodeID, Term: s.raft.CurrentTerm(), Revision: rev, Members: members}
+	if c := s.conflict.Load(); c != nil {
+		reply.Conflict = c.String()
+	}
+	return reply, nil
 }
 
 func (s *Service) handleSnapshot(_ context.Context, m *nats.Msg) (any, *schema.Error) {
@@ -359,22 +351,27 @@ func suffrage(s raft.ServerSuffrage) string {
 // serveNodeInfo answers P.cluster.node.<id>.info and P.cluster.nodes on
 // every node.
 func (s *Service) serveNodeInfo(m *nats.Msg) {
+	if m.Reply == "" || strings.HasPrefix(m.Reply, s.probePrefix) || !s.replyAllowed(m) {
+		return // nowhere to answer, this node's own bootstrap probe, or a refused reply subject
+	}
 	var req schema.NodeInfoRequest
 	if e := decodeStrict(m.Data, &req); e != nil {
 		s.respond(m, nil, e)
 		return
 	}
-	_, leader := s.raft.LeaderWithID()
 	clusterID, _ := readClusterID(s.cfg.DataDir)
-	info := schema.NodeInfo{
-		ID:          s.cfg.NodeID,
-		ClusterID:   clusterID,
-		State:       strings.ToLower(s.raft.State().String()),
-		Term:        s.raft.CurrentTerm(),
-		Leader:      string(leader),
-		LastIndex:   s.raft.LastIndex(),
-		CommitIndex: s.raft.CommitIndex(),
+	info := schema.NodeInfo{ID: s.cfg.NodeID, ClusterID: clusterID, State: schema.NodeStateStarting}
+	if s.raftStarted.Load() {
+		_, leader := s.raft.LeaderWithID()
+		info.State = strings.ToLower(s.raft.State().String())
+		info.Term = s.raft.CurrentTerm()
+		info.Leader = string(leader)
+		info.LastIndex = s.raft.LastIndex()
+		info.CommitIndex = s.raft.CommitIndex()
 	}
 	info.AppliedIndex, info.Revision, info.StateHash = s.sm.digest(req.Hash)
+	if c := s.conflict.Load(); c != nil {
+		info.Conflict = c.String()
+	}
 	s.respond(m, &info, nil)
 }

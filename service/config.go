@@ -26,6 +26,13 @@ type Config struct {
 	// state bootstraps a single-node cluster.
 	Bootstrap bool
 	Join      bool
+	// BootstrapWait bounds how long a bootstrapping node looks for
+	// positive evidence that no other cluster serves the prefix on the bus
+	// (busguard.go); without it by then, the bootstrap is refused.
+	BootstrapWait time.Duration
+	// BusCheckInterval is how often every node asks the bus which clusters
+	// serve the prefix; it bounds how long two clusters can both answer.
+	BusCheckInterval time.Duration
 
 	// RaftHeartbeatTimeout, RaftElectionTimeout and RaftLeaderLeaseTimeout
 	// tune failure detection (hashicorp/raft's settings of those names).
@@ -39,6 +46,12 @@ type Config struct {
 	// NATS, and for the embedded server when NATSConfigFile makes it
 	// require authentication.
 	NATSAuth NATSAuth
+	// NATSEventsAuth, when it holds credentials, is the identity of the
+	// connection that publishes watch events, so that the serving
+	// connection's role need not allow publishing on watch subjects (see
+	// deploy/nats/roles.conf). Its TLS files default to NATSAuth's. Empty:
+	// the events connection uses NATSAuth.
+	NATSEventsAuth NATSAuth
 	// NATSConfigFile, when set, is a nats-server configuration file for
 	// the embedded server (users, nkeys, accounts, permissions, TLS, ...).
 	// Concord applies its own settings on top: see embeddedNATSOptions.
@@ -99,6 +112,10 @@ type Config struct {
 	// FaultFile is for tests: a JSON file {"block": [raft addresses]} that
 	// the node polls and whose peers it cuts off at the Raft transport.
 	FaultFile string
+	// TestAllowAnyReply is for tests only: it turns off the check of reply
+	// subjects (replyguard.go), so that a test can show what the NATS
+	// permissions alone stop.
+	TestAllowAnyReply bool
 
 	// Version is the build's version, which the leader reports to NATS
 	// service discovery (`nats micro info`). It should be a semantic
@@ -168,7 +185,24 @@ func DefaultConfig() Config {
 		RaftHeartbeatTimeout:   500 * time.Millisecond,
 		RaftElectionTimeout:    500 * time.Millisecond,
 		RaftLeaderLeaseTimeout: 250 * time.Millisecond,
+		BootstrapWait:          30 * time.Second,
+		BusCheckInterval:       2 * time.Second,
 	}
+}
+
+// eventsAuth returns the credentials of the watch-event connection.
+func (c *Config) eventsAuth() NATSAuth {
+	e := c.NATSEventsAuth
+	if !e.given() {
+		return c.NATSAuth
+	}
+	if e.TLSCA == "" {
+		e.TLSCA = c.NATSAuth.TLSCA
+	}
+	if e.TLSCert == "" && e.TLSKey == "" {
+		e.TLSCert, e.TLSKey = c.NATSAuth.TLSCert, c.NATSAuth.TLSKey
+	}
+	return e
 }
 
 // ErrConfig reports an invalid configuration.
@@ -258,6 +292,12 @@ func (c *Config) fillDefaults() {
 	if c.IdempotencyRevisions == 0 {
 		c.IdempotencyRevisions = d.IdempotencyRevisions
 	}
+	if c.BootstrapWait == 0 {
+		c.BootstrapWait = d.BootstrapWait
+	}
+	if c.BusCheckInterval == 0 {
+		c.BusCheckInterval = d.BusCheckInterval
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -285,6 +325,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: idempotency limits must be positive", ErrConfig)
 	case c.MaxInflight < 1:
 		return fmt.Errorf("%w: max inflight %d must be at least 1", ErrConfig, c.MaxInflight)
+	case c.BootstrapWait < 0:
+		return fmt.Errorf("%w: bootstrap wait %s must not be negative", ErrConfig, c.BootstrapWait)
+	case c.BusCheckInterval < 50*time.Millisecond:
+		return fmt.Errorf("%w: bus check interval %s is below 50ms", ErrConfig, c.BusCheckInterval)
 	}
 	if _, err := subjects.New(c.SubjectPrefix); err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)

@@ -116,7 +116,11 @@ func (s *Service) worker(j job) {
 	defer idle.Stop()
 	for {
 		start := time.Now()
-		reply, e := s.serve(j.m, j.h)
+		var reply any
+		e := s.fenced(j.ep)
+		if e == nil {
+			reply, e = s.serve(j.m, j.h)
+		}
 		// Count what was sent: a reply too large for NATS goes out as an error.
 		e = s.respond(j.m, reply, e)
 		took := time.Since(start)
@@ -131,6 +135,16 @@ func (s *Service) worker(j job) {
 			return
 		}
 	}
+}
+
+// fenced returns the error every request gets while another cluster
+// serves the same prefix on the bus (busguard.go); cluster status still
+// answers, so that an operator can see the conflict.
+func (s *Service) fenced(ep subjects.Endpoint) *schema.Error {
+	if ep == subjects.ClusterStatus {
+		return nil
+	}
+	return s.conflictError()
 }
 
 func (s *Service) serve(m *nats.Msg, h handlerFunc) (reply any, e *schema.Error) {

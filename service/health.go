@@ -71,6 +71,9 @@ func (s *Service) Ready() error {
 	if s.raft == nil {
 		return fmt.Errorf("%w: raft is not running", ErrNotReady)
 	}
+	if c := s.conflict.Load(); c != nil {
+		return fmt.Errorf("%w: %s", ErrNotReady, c)
+	}
 	addr, id := s.raft.LeaderWithID()
 	if addr == "" && id == "" {
 		return fmt.Errorf("%w: no leader", ErrNotReady)

@@ -18,8 +18,12 @@ type leaderTerm struct {
 
 // runLeadership follows Raft's leadership notifications. NotifyCh is
 // buffered and delivers every change, unlike LeaderCh, which can drop them.
+// It also follows the bus watch: while another cluster serves the same
+// prefix (busguard.go), a leader runs no term (its lease clock stands still
+// and it expires nothing) and answers every request with the conflict.
 func (s *Service) runLeadership(ctx context.Context) {
 	var term *leaderTerm
+	leader := false
 	defer func() {
 		if term != nil {
 			s.stepDown(term)
@@ -29,13 +33,31 @@ func (s *Service) runLeadership(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case isLeader := <-s.notifyCh:
-			switch {
-			case isLeader && term == nil:
+		case leader = <-s.notifyCh:
+		case <-s.fenceCh:
+		}
+		fenced := s.conflict.Load() != nil
+		switch {
+		case leader && !fenced:
+			if term == nil {
 				term = s.becomeLeader(ctx)
-			case !isLeader && term != nil:
+			}
+		case leader && fenced:
+			if term != nil {
+				s.pauseTerm(term)
+				term = nil
+			}
+			// Stay subscribed, so that requests get the conflict as their
+			// answer rather than a silence that looks like no cluster.
+			if err := s.subscribe(); err != nil {
+				s.log.Error("subscribe to request subjects", "err", err)
+			}
+		default:
+			if term != nil {
 				s.stepDown(term)
 				term = nil
+			} else {
+				s.unsubscribe() // a fenced leader that lost leadership
 			}
 		}
 	}
@@ -94,9 +116,22 @@ func (s *Service) becomeLeader(ctx context.Context) *leaderTerm {
 // stepDown stops answering first, then stops the leader's background work.
 func (s *Service) stepDown(term *leaderTerm) {
 	s.unsubscribe()
+	s.endTerm(term)
+	s.log.Info("no longer leading", "node", s.cfg.NodeID)
+}
+
+// pauseTerm stops a leader's background work and its lease clock while
+// another cluster serves the same prefix; requests already get the
+// conflict as their answer (Service.fenced). Leases gain the time the
+// clock stands still, as they do while there is no leader.
+func (s *Service) pauseTerm(term *leaderTerm) {
+	s.endTerm(term)
+	s.log.Error("leading, but not serving: another cluster serves this subject prefix on the bus", "node", s.cfg.NodeID)
+}
+
+func (s *Service) endTerm(term *leaderTerm) {
 	term.cancel()
 	term.wg.Wait()
 	s.clock.stop()
 	s.pub.enabled.Store(false)
-	s.log.Info("no longer leading", "node", s.cfg.NodeID)
 }

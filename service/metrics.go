@@ -47,6 +47,11 @@ type metrics struct {
 	byEndpoint  map[string]endpointSeries
 	watchEvents prometheus.Counter
 
+	// clusterConflict is 1 while another cluster serves the prefix on the
+	// bus; refusedReplies counts requests dropped for their reply subject.
+	clusterConflict prometheus.Gauge
+	refusedReplies  *prometheus.CounterVec
+
 	leaderChanges    prometheus.Counter
 	applyDuration    prometheus.Histogram
 	snapshotDuration prometheus.Histogram
@@ -88,6 +93,12 @@ func newMetrics(s *Service) *metrics {
 		m.byEndpoint[name] = endpointSeries{m.requests.WithLabelValues(name), m.requestDuration.WithLabelValues(name)}
 	}
 	m.watchEvents = f.counter("concord_watch_events_published_total", "Watch events this node published (the leader publishes them).")
+
+	m.clusterConflict = f.gauge("concord_cluster_conflict", "1 while this node sees another Concord cluster serving the same subject prefix on the NATS bus; the cluster then serves no requests.")
+	m.refusedReplies = f.counterVec("concord_requests_refused_reply_total", "Requests dropped unexecuted and unanswered because their reply subject is one a reply may not go to, by reason: concord_subject, system_subject or invalid_subject.", "reason")
+	for _, r := range replyRefusedReasons {
+		m.refusedReplies.WithLabelValues(r)
+	}
 
 	m.leaderChanges = f.counter("concord_raft_leader_changes_total", "Times this node saw a new Raft leader.")
 	m.applyDuration = f.histogram("concord_raft_apply_duration_seconds", "Time from proposing a request's command to its result from the state machine.", prometheus.DefBuckets)

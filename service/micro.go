@@ -150,6 +150,9 @@ func (s *Service) addMicroService(handlers map[subjects.Endpoint]handlerFunc) (m
 			// it: the body and headers are shared, not copied. Replies go
 			// out with s.nc.Publish(m.Reply), so the missing Sub is unused.
 			m := &nats.Msg{Subject: r.Subject(), Reply: r.Reply(), Header: nats.Header(r.Headers()), Data: r.Data()}
+			if !s.replyAllowed(m) {
+				return
+			}
 			s.dispatch(ep, m, h)
 		})
 		err := svc.AddEndpoint(microEndpointName(ep), handler,

@@ -23,11 +23,16 @@ const payloadHeadroom = 64 << 10
 // embeddedNATSOptions. NoSigs keeps it from trapping SIGTERM and exiting
 // before Raft and bbolt close; its logs go to ours; its Fatalf becomes a
 // start-up error.
-func startEmbeddedNATS(cfg *Config, log *slog.Logger) (*server.Server, error) {
+func startEmbeddedNATS(cfg *Config, log *slog.Logger) (*server.Server, *server.Options, error) {
 	opts, err := embeddedNATSOptions(cfg, log)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	ns, err := runEmbeddedNATS(cfg, opts, log)
+	return ns, opts, err
+}
+
+func runEmbeddedNATS(cfg *Config, opts *server.Options, log *slog.Logger) (*server.Server, error) {
 	if requiresAuth(opts) && !cfg.NATSAuth.given() {
 		return nil, fmt.Errorf("%w: --nats-config %s requires clients to authenticate, and this node is one: give its credentials with --nats-user/--nats-password, --nats-nkey, --nats-creds, --nats-token or --nats-tls-cert/--nats-tls-key",
 			ErrConfig, cfg.NATSConfigFile)

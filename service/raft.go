@@ -116,9 +116,24 @@ func (s *Service) startRaft() error {
 			return err
 		}
 	}
-	// Before Raft starts: refuse a bus that serves another cluster.
-	if bootstrap || ours != "" {
-		if err := s.checkBus(ours); err != nil {
+	// Before Raft starts: refuse a bus that serves another cluster, and
+	// bootstrap only on positive evidence that none does (busguard.go).
+	switch {
+	case bootstrap:
+		if err := s.checkBootstrap(); err != nil {
+			return err
+		}
+		// The cluster id is on disk before Raft starts, so that this node
+		// answers with it from the moment its Raft could lead.
+		id, err := newClusterID()
+		if err != nil {
+			return err
+		}
+		if err := writeClusterID(dir, id); err != nil {
+			return err
+		}
+	case ours != "":
+		if err := s.checkRestart(ours); err != nil {
 			return err
 		}
 	}
@@ -134,13 +149,11 @@ func (s *Service) startRaft() error {
 		return fmt.Errorf("start raft: %w", err)
 	}
 	s.raft = r
+	s.raftStarted.Store(true)
 	switch {
 	case bootstrap:
-		id, err := newClusterID()
+		id, err := readClusterID(dir)
 		if err != nil {
-			return err
-		}
-		if err := writeClusterID(dir, id); err != nil {
 			return err
 		}
 		cfg := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: conf.LocalID, Address: s.trans.LocalAddr()}}}

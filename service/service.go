@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -25,7 +26,10 @@ type Service struct {
 	names subjects.Names
 
 	ns *server.Server // nil when connected to an external NATS
-	nc *nats.Conn
+	// nsOpts are the embedded server's options: its routes, leaf nodes and
+	// gateways, which a bootstrap waits for (busguard.go).
+	nsOpts *server.Options
+	nc     *nats.Conn
 	// maxPayload is the connection's max payload, which bounds replies.
 	maxPayload int64
 
@@ -66,6 +70,28 @@ type Service struct {
 	// join); the process should exit with it.
 	failed chan error
 
+	// eventsNC is the connection watch events go out on. It subscribes to
+	// nothing, so no request can steer a reply onto it, and with the
+	// shipped roles only it may publish on watch subjects (replyguard.go).
+	eventsNC *nats.Conn
+	// replyLog spaces the log lines about refused reply subjects.
+	replyLog rateLimit
+
+	// raftStarted is set once s.raft is assigned; node info reads s.raft
+	// only after it, since it answers from before Raft starts.
+	raftStarted atomic.Bool
+	// nodeInfoSubscribed is set once this node answers for itself; only
+	// start-up touches it.
+	nodeInfoSubscribed bool
+	// probePrefix is the reply-subject prefix of this node's own bootstrap
+	// probes, which its node-info subscription leaves unanswered.
+	probePrefix string
+	// conflict is another cluster serving this prefix on the bus, nil when
+	// there is none (busguard.go); fenceCh wakes the leadership loop when
+	// it changes.
+	conflict atomic.Pointer[busConflict]
+	fenceCh  chan struct{}
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -86,6 +112,7 @@ func Start(cfg Config) (*Service, error) {
 		names:    names,
 		notifyCh: make(chan bool, 16),
 		failed:   make(chan error, 1),
+		fenceCh:  make(chan struct{}, 1),
 		workers:  make(chan struct{}, cfg.MaxInflight),
 		jobs:     make(chan job),
 		reqStats: newRequestStats(subjects.Endpoints),
@@ -115,11 +142,11 @@ func (s *Service) start() error {
 	}
 	opts = append(opts, auth...)
 	if url == "" {
-		ns, err := startEmbeddedNATS(&s.cfg, s.log)
+		ns, nsOpts, err := startEmbeddedNATS(&s.cfg, s.log)
 		if err != nil {
 			return err
 		}
-		s.ns = ns
+		s.ns, s.nsOpts = ns, nsOpts
 		url = inProcessURL(ns)
 		opts = append(opts, nats.InProcessServer(ns))
 	}
@@ -133,12 +160,35 @@ func (s *Service) start() error {
 		s.log.Warn("the NATS max_payload is below the largest value plus its envelope; large puts will be refused by NATS",
 			"max_payload", nc.MaxPayload(), "max_value_bytes", s.cfg.MaxValueBytes)
 	}
-	s.pub = newPublisher(nc, s.names, s.log, s.metrics.watchEvents)
+	// Watch events go out on a connection of their own, which answers no
+	// request (replyguard.go).
+	eventsAuth, err := s.cfg.eventsAuth().options()
+	if err != nil {
+		return fmt.Errorf("watch event connection: %w", err)
+	}
+	eventsOpts := append([]nats.Option{
+		nats.Name("concord-" + s.cfg.NodeID + "-events"),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.ErrorHandler(eventsErrorHandler(s.log.With("connection", "events"))),
+	}, eventsAuth...)
+	if s.ns != nil {
+		eventsOpts = append(eventsOpts, nats.InProcessServer(s.ns))
+	}
+	s.eventsNC, err = nats.Connect(url, eventsOpts...)
+	if err != nil {
+		return fmt.Errorf("watch event connection: %w", natsConnectError(url, s.ns != nil, err))
+	}
+	s.pub = newPublisher(s.eventsNC, s.names, s.log, s.metrics.watchEvents)
 	s.sm = newStateMachine(s.pub.enqueue)
 	s.sm.onResult = s.metrics.observeResult
 	s.sm.onSnapshot = s.metrics.observeSnapshot
 	s.goRun(s.pub.run)
+	s.probePrefix = nats.NewInbox()
 	if err := s.startRaft(); err != nil {
+		return err
+	}
+	if err := s.serveNodeInfoSubjects(); err != nil {
 		return err
 	}
 	s.goRun(func(ctx context.Context) { s.metrics.watchLeaders(s.raft, ctx.Done()) })
@@ -147,15 +197,46 @@ func (s *Service) start() error {
 			return err
 		}
 	}
-	// Every node answers for itself, leader or not.
-	for _, subject := range []string{s.names.NodeInfo(s.cfg.NodeID), s.names.Nodes()} {
-		if _, err := nc.Subscribe(subject, s.serveNodeInfo); err != nil {
-			return fmt.Errorf("subscribe %s: %w", subject, err)
-		}
-	}
+	s.goRun(s.runBusWatch)
 	s.goRun(s.runLeadership)
 	s.log.Info("concord started", "node", s.cfg.NodeID, "nats", url, "raft", s.cfg.RaftAddr, "data_dir", s.cfg.DataDir, "prefix", s.cfg.SubjectPrefix)
 	return nil
+}
+
+// eventsErrorHandler logs the watch-event connection's asynchronous
+// errors, at most one line per replyLogEvery: a role that may not publish
+// watch events is refused every event. A permission violation says what to
+// fix.
+func eventsErrorHandler(log *slog.Logger) nats.ErrHandler {
+	var limit rateLimit
+	return func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if !limit.allow() {
+			return
+		}
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			log.Error("watch events are refused by NATS: the watch-event connection's user may not publish on the watch subjects; with deploy/nats/roles.conf, give it the events role (--nats-events-user concord-events)", "err", err)
+			return
+		}
+		log.Warn("nats asynchronous error", "err", err)
+	}
+}
+
+// serveNodeInfoSubjects makes this node answer for itself, leader or not,
+// on P.cluster.node.<id>.info and P.cluster.nodes. A bootstrapping node
+// starts answering before its Raft starts (busguard.go); every other node
+// once Raft runs.
+func (s *Service) serveNodeInfoSubjects() error {
+	if s.nodeInfoSubscribed {
+		return nil
+	}
+	for _, subject := range []string{s.names.NodeInfo(s.cfg.NodeID), s.names.Nodes()} {
+		if _, err := s.nc.Subscribe(subject, s.serveNodeInfo); err != nil {
+			return fmt.Errorf("subscribe %s: %w", subject, err)
+		}
+	}
+	s.nodeInfoSubscribed = true
+	// The server has the interest before anyone is told this node exists.
+	return s.nc.Flush()
 }
 
 func (s *Service) goRun(f func(context.Context)) {
@@ -221,6 +302,9 @@ func (s *Service) Close() error {
 		}
 		if s.nc != nil {
 			s.nc.Close()
+		}
+		if s.eventsNC != nil {
+			s.eventsNC.Close()
 		}
 		if s.ns != nil {
 			s.ns.Shutdown()

@@ -75,10 +75,10 @@ func startCluster(t *testing.T, size int, extra ...string) *cluster {
 			logPath: filepath.Join(c.dir, fmt.Sprintf("n%d.log", i+1))}
 		n.start()
 		c.nodes = append(c.nodes, n)
-		if i == 0 {
-			n.waitReady()
-		}
 	}
+	// All at once: n1 bootstraps only once its NATS routes to the others
+	// are up (a bootstrap needs to see the whole bus).
+	c.nodes[0].waitReady()
 	c.waitMembers(size, 30*time.Second)
 	return c
 }

@@ -292,6 +292,9 @@ func TestRolePermissions(t *testing.T) {
 	t.Setenv("CONCORD_CLIENT_PASSWORD", clientPassword)
 	t.Setenv("CONCORD_READER_NKEY", readerPub)
 	t.Setenv("CONCORD_NATS_PASSWORD", replicaPassword) // the nodes' own password
+	eventsPassword := "events" + nuid.Next()
+	t.Setenv("CONCORD_EVENTS_PASSWORD", eventsPassword)
+	t.Setenv("CONCORD_NATS_EVENTS_PASSWORD", eventsPassword) // the nodes' watch-event connection
 	conf, err := filepath.Abs("../deploy/nats/roles.conf")
 	if err != nil {
 		t.Fatal(err)
@@ -310,7 +313,7 @@ func TestRolePermissions(t *testing.T) {
 	for i, mode := range []string{"--bootstrap", "--join"} {
 		name := fmt.Sprintf("n%d", i+1)
 		args := []string{"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-			"--nats-config", conf, "--nats-user", "concord-replica",
+			"--nats-config", conf, "--nats-user", "concord-replica", "--nats-events-user", "concord-events",
 			"--nats-listen", strings.TrimPrefix(urls[i], "nats://"),
 			"--nats-cluster", clusterAddrs[i], "--nats-routes", strings.Join(routes, ","), mode}
 		nodes = append(nodes, startSecuredNode(t, dir, name, urls[i], args, nil))
@@ -438,24 +441,46 @@ func TestRolePermissions(t *testing.T) {
 		if e := replica.allowed("concord.cluster.join", map[string]any{"id": "bad id!", "address": "127.0.0.1:1"}); e == nil || e.Name != schema.ErrInvalidRequest {
 			t.Fatalf("join with a bad id: %v, want invalid_request", e)
 		}
-		// It may serve requests and publish events...
+		// It may serve requests and answer under _INBOX....
 		sub, err := replica.nc.SubscribeSync("concord.kv.get")
 		if err != nil {
 			t.Fatal(err)
 		}
 		sub.Unsubscribe()
-		if err := replica.nc.Publish("concord.watch.role.replica", []byte(`{}`)); err != nil {
+		if err := replica.nc.Publish("_INBOX.role.reply", []byte(`{}`)); err != nil {
 			t.Fatal(err)
 		}
 		replica.noViolations()
-		// ... but not act as a client, nor publish outside its subjects
-		// except replies.
+		// ... but not act as a client, publish watch events (that is the
+		// events role's), nor publish outside its subjects.
 		replica.refusedPublish("concord.kv.put", map[string]any{"key": "role.r", "value": 1})
 		replica.refusedPublish("concord.lease.grant", map[string]any{"ttl": 10})
-		if err := replica.nc.Publish("elsewhere", []byte("x")); err != nil {
+		for _, subject := range []string{"concord.watch.role.replica", "elsewhere"} {
+			if err := replica.nc.Publish(subject, []byte("x")); err != nil {
+				t.Fatal(err)
+			}
+			replica.waitViolation("Publish", subject)
+		}
+	})
+
+	t.Run("events", func(t *testing.T) {
+		events := dialRole(t, "events", all, nats.UserInfo("concord-events", eventsPassword))
+		client.t, ro.t, replica.t = t, t, t
+		// It publishes watch events, which the watching roles receive...
+		if err := events.nc.Publish("concord.watch.role.events", []byte(`{}`)); err != nil {
 			t.Fatal(err)
 		}
-		replica.waitViolation("Publish", "elsewhere")
+		clientWatch.waitSubject(t, "concord.watch.role.events")
+		events.noViolations()
+		// ... and nothing else: no requests, no replies, no subscriptions.
+		events.refusedPublish("concord.kv.get", map[string]any{"key": "role.k"})
+		events.refusedPublish("concord.cluster.status", map[string]any{})
+		if err := events.nc.Publish("_INBOX.role.reply", []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		events.waitViolation("Publish", "_INBOX.role.reply")
+		events.refusedSubscribe("concord.kv.*")
+		events.refusedSubscribe("_INBOX.>")
 	})
 
 	// The nodes, which serve with the replica role, were refused nothing:
@@ -741,10 +766,9 @@ func startTLSCluster(t *testing.T, size int, ca *testPKI, trust ...string) (*clu
 			"--test-fault-file", c.faults[i], mode}
 		n := startSecuredNode(t, c.dir, name, c.urls[i], args, nil)
 		c.nodes = append(c.nodes, n)
-		if i == 0 {
-			n.waitReady()
-		}
 	}
+	// All at once: n1 bootstraps only once its NATS routes are up.
+	c.nodes[0].waitReady()
 	c.waitMembers(size, 30*time.Second)
 	return c, routes
 }

@@ -39,6 +39,13 @@ func runServe(args []string) error {
 	routes := fs.String("nats-routes", "", "embedded NATS: comma-separated route URLs of the other nodes' servers (nats://host:port)")
 	fs.BoolVar(&cfg.Bootstrap, "bootstrap", false, "start a new cluster with this node (on first start; refused if a cluster already answers on the bus)")
 	fs.BoolVar(&cfg.Join, "join", false, "ask the cluster on the bus to add this node as a voter")
+	fs.DurationVar(&cfg.BootstrapWait, "bootstrap-wait", cfg.BootstrapWait, "how long a bootstrapping node waits for its NATS routes and for positive evidence that no other cluster serves the subject prefix on the bus; without it by then, the bootstrap is refused")
+	fs.DurationVar(&cfg.BusCheckInterval, "bus-check-interval", cfg.BusCheckInterval, "how often every node asks the bus which clusters serve the subject prefix; while another one does, the cluster serves no requests")
+	fs.StringVar(&cfg.NATSEventsAuth.CredsFile, "nats-events-creds", "", "credentials of the connection that publishes watch events (default: the node's): a .creds file")
+	fs.StringVar(&cfg.NATSEventsAuth.NkeyFile, "nats-events-nkey", "", "credentials of the watch event connection: a file holding an nkey seed")
+	fs.StringVar(&cfg.NATSEventsAuth.User, "nats-events-user", "", "credentials of the watch event connection: user name")
+	fs.StringVar(&cfg.NATSEventsAuth.Password, "nats-events-password", "", "credentials of the watch event connection: password (or $CONCORD_NATS_EVENTS_PASSWORD)")
+	fs.BoolVar(&cfg.TestAllowAnyReply, "test-allow-any-reply", false, "for tests only: serve requests whatever their reply subject")
 	fs.DurationVar(&cfg.RaftHeartbeatTimeout, "raft-heartbeat-timeout", cfg.RaftHeartbeatTimeout, "how long a follower waits for the leader before an election")
 	fs.DurationVar(&cfg.RaftElectionTimeout, "raft-election-timeout", cfg.RaftElectionTimeout, "how long a candidate waits for votes")
 	fs.DurationVar(&cfg.RaftLeaderLeaseTimeout, "raft-leader-lease-timeout", cfg.RaftLeaderLeaseTimeout, "how long a leader keeps leading without hearing from a quorum")
@@ -83,6 +90,9 @@ func runServe(args []string) error {
 	}
 	if cfg.NATSAuth.Password == "" {
 		cfg.NATSAuth.Password = os.Getenv("CONCORD_NATS_PASSWORD")
+	}
+	if cfg.NATSEventsAuth.Password == "" {
+		cfg.NATSEventsAuth.Password = os.Getenv("CONCORD_NATS_EVENTS_PASSWORD")
 	}
 	if cfg.NATSAuth.Token == "" {
 		cfg.NATSAuth.Token = os.Getenv("CONCORD_NATS_TOKEN")

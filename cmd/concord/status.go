@@ -23,6 +23,9 @@ func runStatus(args []string) error {
 	}
 	return cf.output(r, func(w io.Writer) {
 		fmt.Fprintf(w, "cluster %s: leader %s, term %d, revision %d\n\n", r.ClusterID, r.Leader, r.Term, r.Revision)
+		if r.Conflict != "" {
+			fmt.Fprintf(w, "CONFLICT: %s\n\n", r.Conflict)
+		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tADDRESS\tSUFFRAGE\tREACHABLE\tSTATE\tLAST\tCOMMIT\tAPPLIED\tREVISION")
 		for _, m := range r.Members {
