@@ -27,14 +27,14 @@ func ExampleClient_NewSession() {
 	if err != nil {
 		panic(err)
 	}
-	_, err = c.PutKey(ctx, "example.svc.api.n1", json.RawMessage(`{"addr":"10.0.0.5"}`), client.WithLease(s.Lease()))
+	_, err = c.PutKey(ctx, "svc.api.n1", json.RawMessage(`{"addr":"10.0.0.5"}`), client.WithLease(s.Lease()))
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println("registered; session", s.State())
 	// ... serve; the key goes when the process dies or calls s.Close(ctx)
 	s.Close(ctx) // revokes the lease: the key goes with it
-	_, err = c.GetKey(ctx, "example.svc.api.n1")
+	_, err = c.GetKey(ctx, "svc.api.n1")
 	fmt.Println("after close:", errors.Is(err, client.ErrKeyNotFound))
 	// Output:
 	// registered; session safe
@@ -50,21 +50,21 @@ func ExampleClient_GetKey() {
 	}
 	defer c.Close()
 	ctx := context.Background()
-	if _, err := c.PutKey(ctx, "example.app.x", json.RawMessage(`{"replicas":3}`)); err != nil {
+	if _, err := c.PutKey(ctx, "app.x", json.RawMessage(`{"replicas":3}`)); err != nil {
 		panic(err)
 	}
-	kv, err := c.GetKey(ctx, "example.app.x")
+	kv, err := c.GetKey(ctx, "app.x") // client.ErrKeyNotFound if there is none
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println(kv.Key, string(kv.Value), "version", kv.Version)
-	if _, err := c.DeleteKey(ctx, "example.app.x"); err != nil {
+	if _, err := c.DeleteKey(ctx, "app.x"); err != nil {
 		panic(err)
 	}
-	_, err = c.GetKey(ctx, "example.app.x")
+	_, err = c.GetKey(ctx, "app.x")
 	fmt.Println("deleted:", errors.Is(err, client.ErrKeyNotFound))
 	// Output:
-	// example.app.x {"replicas":3} version 1
+	// app.x {"replicas":3} version 1
 	// deleted: true
 }
 
@@ -78,25 +78,25 @@ func ExampleClient_GetPrefix() {
 	defer c.Close()
 	ctx := context.Background()
 	for _, n := range []string{"n1", "n2"} {
-		if _, err := c.PutKey(ctx, "example.pool."+n, json.RawMessage(`"ready"`), client.WithTTL(30*time.Second)); err != nil {
+		if _, err := c.PutKey(ctx, "pool."+n, json.RawMessage(`"ready"`), client.WithTTL(30*time.Second)); err != nil {
 			panic(err)
 		}
 	}
-	g, err := c.GetPrefix(ctx, "example.pool.")
+	g, err := c.GetPrefix(ctx, "pool.")
 	if err != nil {
 		panic(err)
 	}
 	for _, kv := range g.KVs {
 		fmt.Println(kv.Key, string(kv.Value))
 	}
-	d, err := c.DeletePrefix(ctx, "example.pool.")
+	d, err := c.DeletePrefix(ctx, "pool.")
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println("deleted", d.Deleted)
 	// Output:
-	// example.pool.n1 "ready"
-	// example.pool.n2 "ready"
+	// pool.n1 "ready"
+	// pool.n2 "ready"
 	// deleted 2
 }
 
@@ -115,7 +115,7 @@ func ExampleMutex() {
 		panic(err)
 	}
 	defer s.Close(ctx)
-	m := client.NewMutex(s, "example.locks.build")
+	m := client.NewMutex(s, "locks.build")
 	if err := m.Lock(ctx); err != nil { // waits until the lock is ours
 		panic(err)
 	}
@@ -145,11 +145,11 @@ func ExampleElection() {
 		panic(err)
 	}
 	defer s.Close(ctx)
-	e := client.NewElection(s, "example.elect.scheduler")
+	e := client.NewElection(s, "elect.scheduler")
 	if err := e.Campaign(ctx, json.RawMessage(`"worker-1"`)); err != nil { // returns once we lead
 		panic(err)
 	}
-	leader, err := c.Leader(ctx, "example.elect.scheduler")
+	leader, err := c.Leader(ctx, "elect.scheduler")
 	if err != nil {
 		panic(err)
 	}
@@ -172,25 +172,28 @@ func ExampleClient_Watch() {
 	defer c.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	g, err := c.GetPrefix(ctx, "example.cfg.") // the state now, at g.Revision
+	g, err := c.GetPrefix(ctx, "cfg.") // the state now, at g.Revision
 	if err != nil {
 		panic(err)
 	}
-	w, err := c.Watch(ctx, "example.cfg.", true, g.Revision) // every change after it
+	w, err := c.Watch(ctx, "cfg.", true, g.Revision) // every change after it
 	if err != nil {
 		panic(err)
 	}
-	if _, err := c.PutKey(ctx, "example.cfg.a", json.RawMessage(`1`)); err != nil {
+	if _, err := c.PutKey(ctx, "cfg.a", json.RawMessage(`1`)); err != nil {
 		panic(err)
 	}
-	if _, err := c.DeleteKey(ctx, "example.cfg.a"); err != nil {
+	if _, err := c.DeleteKey(ctx, "cfg.a"); err != nil {
 		panic(err)
 	}
-	for i := 0; i < 2; i++ {
-		e := <-w.Events()
+	n := 0
+	for e := range w.Events() { // until ctx ends; then w.Err() says why
 		fmt.Println(e.Type, e.Key, string(e.Value))
+		if n++; n == 2 {
+			break
+		}
 	}
 	// Output:
-	// put example.cfg.a 1
-	// delete example.cfg.a
+	// put cfg.a 1
+	// delete cfg.a
 }
