@@ -15,9 +15,12 @@ CLUSTER_ROUTES  := nats://127.0.0.1:6222,nats://127.0.0.1:6223,nats://127.0.0.1:
 build:
 	$(GO) build -o $(BIN)/concord ./cmd/concord
 
-# One node: embedded NATS on 127.0.0.1:4222, single-node Raft, data in ./concord-data.
-run:
-	$(GO) run ./cmd/concord serve
+# One node: embedded NATS on 127.0.0.1:4222, single-node Raft, data in
+# ./concord-data. It builds concord and the nats CLI into ./bin first, for the
+# quickstart's other terminals.
+run: build tools
+	@echo "concord and nats are in $(BIN); in another terminal: export PATH=$(BIN):\$$PATH"
+	$(BIN)/concord serve
 
 # Three nodes on loopback, in the background: NATS clients on 4222-4224,
 # NATS routes on 6222-6224, Raft on 7001-7003, data and logs in

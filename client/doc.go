@@ -10,6 +10,16 @@
 //	c, err := client.Connect(client.Conn(nc))
 //	c, err := client.Connect(client.NATSContext(""))   // the selected nats context
 //
+// The common key calls have plain forms that take the key as a string:
+//
+//	kv, err := c.GetKey(ctx, "app.x")                // ErrKeyNotFound if there is none
+//	_, err = c.PutKey(ctx, "app.x", json.RawMessage(`{"replicas":3}`), client.WithLease(s.Lease()))
+//	_, err = c.DeleteKey(ctx, "app.x")
+//	page, err := c.GetPrefix(ctx, "app.")            // and DeletePrefix
+//
+// Get, Put and Delete take the typed requests of package schema, with every
+// option the API has.
+//
 // Calls retry 503 not_leader / unavailable and "no responders" with
 // jittered backoff until their context ends; errors the server decides are
 // returned at once and can be tested with errors.Is against the sentinel

@@ -3,11 +3,11 @@ package client_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/concord-io/concord/client"
-	"github.com/concord-io/concord/schema"
 )
 
 type clientT = client.Client
@@ -27,33 +27,101 @@ func ExampleClient_NewSession() {
 	if err != nil {
 		panic(err)
 	}
-	_, err = c.Put(ctx, schema.KVPutRequest{Key: "example.svc.api.n1", Value: json.RawMessage(`{"addr":"10.0.0.5"}`), Lease: client.Ptr(s.Lease())})
+	_, err = c.PutKey(ctx, "svc.api.n1", json.RawMessage(`{"addr":"10.0.0.5"}`), client.WithLease(s.Lease()))
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println("registered; session", s.State())
+	// ... serve; the key goes when the process dies or calls s.Close(ctx)
 	s.Close(ctx) // revokes the lease: the key goes with it
-	g, _ := c.Get(ctx, schema.KVGetRequest{Key: client.Ptr("example.svc.api.n1")})
-	fmt.Println("after close:", len(g.KVs), "keys")
+	_, err = c.GetKey(ctx, "svc.api.n1")
+	fmt.Println("after close:", errors.Is(err, client.ErrKeyNotFound))
 	// Output:
 	// registered; session safe
-	// after close: 0 keys
+	// after close: true
+}
+
+// Write, read and delete one key by name. Get, Put and Delete take the
+// typed requests, with every other option.
+func ExampleClient_GetKey() {
+	c, err := client.Connect(client.URL(serverURL))
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.PutKey(ctx, "app.x", json.RawMessage(`{"replicas":3}`)); err != nil {
+		panic(err)
+	}
+	kv, err := c.GetKey(ctx, "app.x") // client.ErrKeyNotFound if there is none
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(kv.Key, string(kv.Value), "version", kv.Version)
+	if _, err := c.DeleteKey(ctx, "app.x"); err != nil {
+		panic(err)
+	}
+	_, err = c.GetKey(ctx, "app.x")
+	fmt.Println("deleted:", errors.Is(err, client.ErrKeyNotFound))
+	// Output:
+	// app.x {"replicas":3} version 1
+	// deleted: true
+}
+
+// Keys under a prefix, each with a ttl of its own, listed and then deleted
+// together.
+func ExampleClient_GetPrefix() {
+	c, err := client.Connect(client.URL(serverURL))
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	for _, n := range []string{"n1", "n2"} {
+		if _, err := c.PutKey(ctx, "pool."+n, json.RawMessage(`"ready"`), client.WithTTL(30*time.Second)); err != nil {
+			panic(err)
+		}
+	}
+	g, err := c.GetPrefix(ctx, "pool.")
+	if err != nil {
+		panic(err)
+	}
+	for _, kv := range g.KVs {
+		fmt.Println(kv.Key, string(kv.Value))
+	}
+	d, err := c.DeletePrefix(ctx, "pool.")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("deleted", d.Deleted)
+	// Output:
+	// pool.n1 "ready"
+	// pool.n2 "ready"
+	// deleted 2
 }
 
 // A lock around work on a shared resource. The fencing token grows with
 // every holder; the resource should refuse a token smaller than the
 // largest it has seen.
 func ExampleMutex() {
-	c, _ := client.Connect(client.URL(serverURL))
-	defer c.Close()
-	ctx := context.Background()
-	s, _ := c.NewSession(ctx, 10*time.Second)
-	defer s.Close(ctx)
-	m := client.NewMutex(s, "example.locks.build")
-	if err := m.Lock(ctx); err != nil {
+	c, err := client.Connect(client.URL(serverURL))
+	if err != nil {
 		panic(err)
 	}
-	fmt.Println("locked with a token:", m.FencingToken() > 0)
+	defer c.Close()
+	ctx := context.Background()
+	s, err := c.NewSession(ctx, 10*time.Second)
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close(ctx)
+	m := client.NewMutex(s, "locks.build")
+	if err := m.Lock(ctx); err != nil { // waits until the lock is ours
+		panic(err)
+	}
+	token := m.FencingToken() // hand it to the resource with every write
+	fmt.Println("locked with a token:", token > 0)
+	// ... work; if s.Done() closes, the lease and the lock are lost: stop
 	if err := m.Unlock(ctx); err != nil {
 		panic(err)
 	}
@@ -66,41 +134,66 @@ func ExampleMutex() {
 // A leader-elected worker: Campaign returns once this session leads, and
 // observers read the leader's value.
 func ExampleElection() {
-	c, _ := client.Connect(client.URL(serverURL))
-	defer c.Close()
-	ctx := context.Background()
-	s, _ := c.NewSession(ctx, 10*time.Second)
-	defer s.Close(ctx)
-	e := client.NewElection(s, "example.elect.scheduler")
-	if err := e.Campaign(ctx, json.RawMessage(`"worker-1"`)); err != nil {
+	c, err := client.Connect(client.URL(serverURL))
+	if err != nil {
 		panic(err)
 	}
-	leader, _ := c.Leader(ctx, "example.elect.scheduler")
+	defer c.Close()
+	ctx := context.Background()
+	s, err := c.NewSession(ctx, 10*time.Second)
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close(ctx)
+	e := client.NewElection(s, "elect.scheduler")
+	if err := e.Campaign(ctx, json.RawMessage(`"worker-1"`)); err != nil { // returns once we lead
+		panic(err)
+	}
+	leader, err := c.Leader(ctx, "elect.scheduler")
+	if err != nil {
+		panic(err)
+	}
 	fmt.Println("leader:", string(leader.Value))
-	_ = e.Resign(ctx)
+	// ... lead until s.Done() closes (the lease is lost) or we resign
+	if err := e.Resign(ctx); err != nil {
+		panic(err)
+	}
 	// Output:
 	// leader: "worker-1"
 }
 
-// Watch a prefix from the current revision: every change, in order, none
-// missed, none twice.
+// Watch a prefix from the state just read: every later change, in order,
+// none missed, none twice, across reconnects and leader changes.
 func ExampleClient_Watch() {
-	c, _ := client.Connect(client.URL(serverURL))
-	defer c.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	g, _ := c.Get(ctx, schema.KVGetRequest{Prefix: client.Ptr(""), CountOnly: true})
-	w, err := c.Watch(ctx, "example.cfg.", true, g.Revision)
+	c, err := client.Connect(client.URL(serverURL))
 	if err != nil {
 		panic(err)
 	}
-	c.Put(ctx, schema.KVPutRequest{Key: "example.cfg.a", Value: json.RawMessage(`1`)})
-	c.Delete(ctx, schema.KVDeleteRequest{Key: client.Ptr("example.cfg.a")})
-	for i := 0; i < 2; i++ {
-		e := <-w.Events()
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g, err := c.GetPrefix(ctx, "cfg.") // the state now, at g.Revision
+	if err != nil {
+		panic(err)
+	}
+	w, err := c.Watch(ctx, "cfg.", true, g.Revision) // every change after it
+	if err != nil {
+		panic(err)
+	}
+	if _, err := c.PutKey(ctx, "cfg.a", json.RawMessage(`1`)); err != nil {
+		panic(err)
+	}
+	if _, err := c.DeleteKey(ctx, "cfg.a"); err != nil {
+		panic(err)
+	}
+	n := 0
+	for e := range w.Events() { // until ctx ends; then w.Err() says why
 		fmt.Println(e.Type, e.Key, string(e.Value))
+		if n++; n == 2 {
+			break
+		}
 	}
 	// Output:
-	// put example.cfg.a 1
-	// delete example.cfg.a
+	// put cfg.a 1
+	// delete cfg.a
 }

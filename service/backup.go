@@ -153,13 +153,13 @@ func (s *Service) handleBackupChunk(_ context.Context, m *nats.Msg) (any, *schem
 		return nil, e
 	}
 	if !validBackupID(req.ID) {
-		return nil, invalid("id: %q is not a backup id (16 lowercase hexadecimal digits)", req.ID)
+		return nil, invalid("id must be a backup id of 16 lowercase hexadecimal digits, as cluster.backup returned it, not %q", shorten(req.ID))
 	}
 	if req.Offset < 0 {
-		return nil, invalid("offset: %d is negative", req.Offset)
+		return nil, invalid("offset must be 0 or more, not %d", req.Offset)
 	}
 	if req.Length < 0 {
-		return nil, invalid("length: %d is negative", req.Length)
+		return nil, invalid("length must be 0 or more, not %d", req.Length)
 	}
 	n := s.backupChunkMax()
 	if req.Length > 0 && req.Length < n {
@@ -353,7 +353,7 @@ func (bs *backupStore) read(id string, off int64, n int) (*schema.ClusterBackupC
 	}
 	if off > b.size {
 		bs.mu.Unlock()
-		return nil, invalid("offset: %d is past the end of backup %s, which has %d bytes", off, id, b.size)
+		return nil, invalid("offset %d is past the end of backup %s, which has %d bytes", off, id, b.size)
 	}
 	end := min(b.size, off+int64(n))
 	if end == b.size && !b.done {

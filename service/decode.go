@@ -29,49 +29,89 @@ func decodeStrict(data []byte, v any) *schema.Error {
 		return invalid("the request body is empty; send a JSON object")
 	}
 	if trimmed[0] != '{' {
-		return invalid("the request body must be a JSON object")
+		return invalid("the request body must be a JSON object, not %s", jsonKind(trimmed))
 	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return describeJSONError(err)
+		return describeJSONError(trimmed, len(data)-len(trimmed), v, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return invalid("unexpected data after the JSON object")
+		return invalid("the request body must hold one JSON object and nothing after it")
 	}
 	return nil
 }
 
-func describeJSONError(err error) *schema.Error {
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syn):
-		return invalid("malformed JSON at byte %d: %v", syn.Offset, syn)
-	case errors.As(err, &typ):
-		field := typ.Field
-		if field == "" {
-			field = "body"
-		}
-		return invalid("field %q: expected %s, got JSON %s", field, typ.Type, typ.Value)
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return invalid("malformed JSON: unexpected end of input")
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return invalid("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+// jsonKind names the kind of the JSON value that raw starts with, for a
+// description: "an array", "a string", "a number", "true", "false", "null".
+func jsonKind(raw []byte) string {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	if len(raw) == 0 {
+		return "nothing"
 	}
-	return invalid("malformed JSON: %v", err)
+	switch c := raw[0]; {
+	case c == '{':
+		return "an object"
+	case c == '[':
+		return "an array"
+	case c == '"':
+		return "a string"
+	case c == '-' || c >= '0' && c <= '9':
+		return "a number"
+	case bytes.HasPrefix(raw, []byte("true")):
+		return "true"
+	case bytes.HasPrefix(raw, []byte("false")):
+		return "false"
+	case bytes.HasPrefix(raw, []byte("null")):
+		return "null"
+	}
+	return "text that is not JSON"
+}
+
+// hasMember reports whether the JSON object data has a member called name
+// (as encoding/json matches names: ignoring case) that is not null. It
+// tells a field that is missing from one sent as 0, on the error path only.
+func hasMember(data []byte, name string) bool {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(data, &members) != nil {
+		return false
+	}
+	for k, v := range members {
+		if strings.EqualFold(k, name) && !bytes.Equal(v, []byte("null")) {
+			return true
+		}
+	}
+	return false
+}
+
+// keyInvalid describes a key rule that the value of field breaks.
+func keyInvalid(field string, err error) *schema.Error {
+	var ke *subjects.KeyError
+	if errors.As(err, &ke) {
+		return invalid("%s %s", field, ke.Rule)
+	}
+	return invalid("%s is not a valid key: %v", field, err)
 }
 
 func (s *Service) checkKey(field, key string) *schema.Error {
 	if err := subjects.ValidateKey(key, s.cfg.MaxKeyBytes); err != nil {
-		return invalid("%s: %v", field, err)
+		return keyInvalid(field, err)
 	}
 	return nil
 }
 
+// checkLeaseID checks a lease id that is required: 0 means it is missing.
 func checkLeaseID(field string, id int64) *schema.Error {
+	if id == 0 {
+		return invalid("%s is required: a lease id from 1 to %d", field, int64(maxLeaseID))
+	}
+	return checkLeaseIDRange(field, id)
+}
+
+// checkLeaseIDRange checks that a given lease id is one a lease can have.
+func checkLeaseIDRange(field string, id int64) *schema.Error {
 	if id < 1 || id > maxLeaseID {
-		return invalid("%s: lease id %d is outside 1..%d", field, id, int64(maxLeaseID))
+		return invalid("%s must be a lease id from 1 to %d, not %d", field, int64(maxLeaseID), id)
 	}
 	return nil
 }
@@ -79,11 +119,24 @@ func checkLeaseID(field string, id int64) *schema.Error {
 func (s *Service) checkTTL(field string, ttl int64) *schema.Error {
 	switch {
 	case ttl < s.cfg.MinTTL:
-		return invalid("%s: %d is below the minimum ttl of %d s", field, ttl, s.cfg.MinTTL)
+		return invalid("%s must be at least %s, not %d", field, seconds(s.cfg.MinTTL), ttl)
 	case ttl > maxTTL:
-		return invalid("%s: %d is above the maximum ttl of %d s", field, ttl, int64(maxTTL))
+		return invalid("%s must be at most %s (100 years), not %d", field, seconds(maxTTL), ttl)
 	}
 	return nil
+}
+
+// seconds writes n seconds in words: "1 second", "10 seconds".
+func seconds(n int64) string {
+	if n == 1 {
+		return "1 second"
+	}
+	return fmt.Sprintf("%d seconds", n)
+}
+
+// tooLarge describes a part of a request over its size limit.
+func tooLarge(what string, size, max int) *schema.Error {
+	return schema.Errorf(schema.ErrTooLarge, "%s is %d bytes, more than the %d allowed", what, size, max)
 }
 
 // compactJSON returns the compact encoding of raw (which the decoder has
@@ -102,11 +155,14 @@ func (s *Service) decodeGrant(data []byte) (*fsm.Grant, *schema.Error) {
 	if e := decodeStrict(data, &req); e != nil {
 		return nil, e
 	}
+	if req.TTL == 0 && !hasMember(data, "ttl") {
+		return nil, invalid("ttl is required: the lease's time to live in whole seconds, at least %s", seconds(s.cfg.MinTTL))
+	}
 	if e := s.checkTTL("ttl", req.TTL); e != nil {
 		return nil, e
 	}
 	if req.ID != 0 {
-		if e := checkLeaseID("id", req.ID); e != nil {
+		if e := checkLeaseIDRange("id", req.ID); e != nil {
 			return nil, e
 		}
 	}
@@ -114,10 +170,10 @@ func (s *Service) decodeGrant(data []byte) (*fsm.Grant, *schema.Error) {
 	if len(req.Metadata) > 0 && !bytes.Equal(req.Metadata, []byte("null")) {
 		md := compactJSON(req.Metadata)
 		if md[0] != '{' {
-			return nil, invalid("metadata: must be a JSON object")
+			return nil, invalid("metadata must be a JSON object, not %s", jsonKind(md))
 		}
 		if len(md) > s.cfg.MaxMetadataBytes {
-			return nil, schema.Errorf(schema.ErrTooLarge, "metadata: %d bytes is more than %d", len(md), s.cfg.MaxMetadataBytes)
+			return nil, tooLarge("metadata", len(md), s.cfg.MaxMetadataBytes)
 		}
 		g.Metadata = md
 	}
@@ -150,11 +206,14 @@ func decodeKeepAliveMany(data []byte) (*fsm.KeepAliveMany, *schema.Error) {
 	if e := decodeStrict(data, &req); e != nil {
 		return nil, e
 	}
-	if len(req.IDs) == 0 || len(req.IDs) > maxKeepAliveMany {
-		return nil, invalid("ids: %d ids, want 1..%d", len(req.IDs), maxKeepAliveMany)
+	switch {
+	case len(req.IDs) == 0:
+		return nil, invalid("ids is required: a list of 1 to %d lease ids", maxKeepAliveMany)
+	case len(req.IDs) > maxKeepAliveMany:
+		return nil, invalid("ids lists %d lease ids, more than the %d one request may renew", len(req.IDs), maxKeepAliveMany)
 	}
 	for i, id := range req.IDs {
-		if e := checkLeaseID(fmt.Sprintf("ids[%d]", i), id); e != nil {
+		if e := checkLeaseIDRange(fmt.Sprintf("ids[%d]", i), id); e != nil {
 			return nil, e
 		}
 	}
@@ -177,12 +236,12 @@ func (s *Service) decodeChanges(data []byte) (fsm.ChangesQuery, *schema.Error) {
 		return fsm.ChangesQuery{}, e
 	}
 	if req.AfterRevision < 0 {
-		return fsm.ChangesQuery{}, invalid("after_revision: %d is negative", req.AfterRevision)
+		return fsm.ChangesQuery{}, invalid("after_revision must be 0 or more, not %d", req.AfterRevision)
 	}
 	q := fsm.ChangesQuery{Key: key, IsPrefix: isPrefix, AfterRevision: req.AfterRevision, AfterOpIndex: -1, Limit: req.Limit}
 	if req.AfterOpIndex != nil {
 		if *req.AfterOpIndex < -1 {
-			return fsm.ChangesQuery{}, invalid("after_op_index: %d is below -1", *req.AfterOpIndex)
+			return fsm.ChangesQuery{}, invalid("after_op_index must be -1 or more, not %d", *req.AfterOpIndex)
 		}
 		q.AfterOpIndex = *req.AfterOpIndex
 	}
@@ -190,7 +249,7 @@ func (s *Service) decodeChanges(data []byte) (fsm.ChangesQuery, *schema.Error) {
 	case q.Limit == 0:
 		q.Limit = defaultChangesLimit
 	case q.Limit < 0 || q.Limit > maxChangesLimit:
-		return fsm.ChangesQuery{}, invalid("limit: %d is outside 1..%d", q.Limit, maxChangesLimit)
+		return fsm.ChangesQuery{}, invalid("limit must be from 1 to %d, not %d", maxChangesLimit, q.Limit)
 	}
 	return q, nil
 }
@@ -223,7 +282,7 @@ func decodeList(data []byte) (*schema.LeaseListRequest, *schema.Error) {
 		return nil, e
 	}
 	if req.After < 0 {
-		return nil, invalid("after: %d is negative", req.After)
+		return nil, invalid("after must be a lease id, 0 or more, not %d", req.After)
 	}
 	limit, e := checkLimit("", req.Limit, maxListLimit)
 	if e != nil {
@@ -239,7 +298,7 @@ func checkLimit(at string, limit, max int) (int, *schema.Error) {
 	case limit == 0:
 		return min(defaultListLimit, max), nil
 	case limit < 0 || limit > max:
-		return 0, invalid("%slimit: %d is outside 1..%d", at, limit, max)
+		return 0, invalid("%slimit must be from 1 to %d, not %d", at, max, limit)
 	}
 	return limit, nil
 }
@@ -260,18 +319,18 @@ func (s *Service) buildPut(at, key string, value json.RawMessage, lease, ttl *in
 		return nil, e
 	}
 	if len(value) == 0 {
-		return nil, invalid("%svalue: missing; any JSON value is accepted, null included", at)
+		return nil, invalid("%svalue is required: any JSON value, null included", at)
 	}
 	p := &fsm.Put{Key: key, Value: compactJSON(value), PrevKV: prevKV}
 	if len(p.Value) > s.cfg.MaxValueBytes {
-		return nil, schema.Errorf(schema.ErrTooLarge, "%svalue: %d bytes is more than %d", at, len(p.Value), s.cfg.MaxValueBytes)
+		return nil, tooLarge(at+"value", len(p.Value), s.cfg.MaxValueBytes)
 	}
 	if lease != nil && ttl != nil {
-		return nil, invalid("%slease and %sttl: give one or the other, not both", at, at)
+		return nil, invalid("%slease and %sttl cannot both be given: give one or the other", at, at)
 	}
 	if lease != nil && *lease != 0 {
-		if e := checkLeaseID(at+"lease", *lease); e != nil {
-			return nil, e
+		if *lease < 0 || *lease > maxLeaseID {
+			return nil, invalid("%slease must be a lease id from 1 to %d (or 0 for none), not %d", at, int64(maxLeaseID), *lease)
 		}
 		p.Lease = *lease
 	}
@@ -288,16 +347,16 @@ func (s *Service) buildPut(at, key string, value json.RawMessage, lease, ttl *in
 func (s *Service) keyOrPrefix(at string, key, prefix *string) (string, bool, *schema.Error) {
 	switch {
 	case key != nil && prefix != nil:
-		return "", false, invalid("%skey and %sprefix: give exactly one", at, at)
+		return "", false, invalid("%skey and %sprefix cannot both be given: give one of them", at, at)
 	case key != nil:
 		return *key, false, s.checkKey(at+"key", *key)
 	case prefix != nil:
 		if err := subjects.ValidatePrefix(*prefix, s.cfg.MaxKeyBytes); err != nil {
-			return "", false, invalid("%sprefix: %v", at, err)
+			return "", false, keyInvalid(at+"prefix", err)
 		}
 		return *prefix, true, nil
 	}
-	return "", false, invalid("%skey or %sprefix: one is required (prefix \"\" means every key)", at, at)
+	return "", false, invalid("%skey or %sprefix is required (prefix \"\" means every key)", at, at)
 }
 
 func (s *Service) decodeGet(data []byte) (fsm.GetQuery, bool, *schema.Error) {
@@ -315,7 +374,7 @@ func (s *Service) buildGet(at string, key, prefix *string, limit int, after stri
 		return fsm.GetQuery{}, e
 	}
 	if after != "" && !isPrefix {
-		return fsm.GetQuery{}, invalid("%safter: only applies to a prefix read", at)
+		return fsm.GetQuery{}, invalid("%safter applies only to a read by prefix, not by key", at)
 	}
 	limit, e = checkLimit(at, limit, maxLimit)
 	if e != nil {

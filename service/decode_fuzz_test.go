@@ -2,6 +2,8 @@ package service
 
 import (
 	"bytes"
+	"encoding/json"
+	"reflect"
 	"testing"
 
 	"github.com/concord-io/concord/fsm"
@@ -21,6 +23,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{"key":"a.b","prefix":"a"}`, `{"key":"a b","value":1}`, `{"ttl":1e3}`, `[]`, `null`, ``, `{"ttl":5}x`,
 		`{"compare":[{"key":"l","target":"create_revision","op":"==","value":0}],"success":[{"put":{"key":"l","value":"n1","lease":4}}],"failure":[{"get":{"key":"l"}}],"idempotency_key":"k"}`,
 		`{"compare":[{"key":"j","target":"field","path":"/a/0","op":">=","value":2.5}],"success":[{"delete":{"prefix":"tmp.","limit":10}}]}`,
+		`{"ttl":"10s"}`, `{"ids":[1,"2"]}`, `{"success":[{"put":{"key":"a","value":1,"ttl":1.5}}]}`, `{"TTL":5,"Ttl":"x"}`, `{"prefix":"a","after_revision":-1}`,
 	}
 	for i, s := range seeds {
 		f.Add(uint8(i), []byte(s))
@@ -42,6 +45,10 @@ func FuzzDecodeRequest(f *testing.F) {
 			}
 		case subjects.LeaseKeepAlive:
 			cmd, e = svc.decodeKeepAlive(data)
+		case subjects.LeaseKeepAliveMany:
+			cmd, e = decodeKeepAliveMany(data)
+		case subjects.KVChanges:
+			_, e = svc.decodeChanges(data)
 		case subjects.LeaseRevoke:
 			cmd, e = decodeRevoke(data)
 		case subjects.LeaseInfo:
@@ -69,9 +76,21 @@ func FuzzDecodeRequest(f *testing.F) {
 				cmd = txn
 			}
 		}
+		// What encoding/json refuses in a whole JSON value, the walk that
+		// describes it finds.
+		if json.Valid(data) {
+			for _, v := range []any{&schema.KVTxnRequest{}, &schema.LeaseGrantRequest{}, &schema.KVGetRequest{}, &schema.LeaseKeepAliveManyRequest{}} {
+				if strictUnmarshal(data, v) != nil && findRefusedValue(data, reflect.TypeOf(v)) == nil {
+					t.Fatalf("%T %q: encoding/json refuses it, the walk finds nothing to describe", v, data)
+				}
+			}
+		}
 		if e != nil {
 			if e.Code != 400 && e.Code != 413 {
 				t.Fatalf("%s %q: error %v, want 400 or 413", ep, data, e)
+			}
+			if p := userFacingProblem(e.Description); p != "" {
+				t.Fatalf("%s %q: description %q %s", ep, data, e.Description, p)
 			}
 			return
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
@@ -34,14 +35,14 @@ const maxTxnPrefixLimit = 1000
 // endpoint would. Only what depends on state is left to Apply.
 func (s *Service) decodeTxn(data []byte) (*fsm.Txn, string, *schema.Error) {
 	if len(data) > s.cfg.MaxTxnBytes {
-		return nil, "", schema.Errorf(schema.ErrTooLarge, "the transaction is %d bytes, more than %d", len(data), s.cfg.MaxTxnBytes)
+		return nil, "", tooLarge("the transaction", len(data), s.cfg.MaxTxnBytes)
 	}
 	var req schema.KVTxnRequest
 	if e := decodeStrict(data, &req); e != nil {
 		return nil, "", e
 	}
 	if len(req.Compare) > s.cfg.MaxTxnCompares {
-		return nil, "", invalid("compare: %d compares, more than %d", len(req.Compare), s.cfg.MaxTxnCompares)
+		return nil, "", invalid("compare has %d compares, more than the %d allowed", len(req.Compare), s.cfg.MaxTxnCompares)
 	}
 	t := &fsm.Txn{Compare: make([]fsm.Compare, 0, len(req.Compare))}
 	seen := make(map[string]bool, len(req.Compare))
@@ -53,7 +54,7 @@ func (s *Service) decodeTxn(data []byte) (*fsm.Txn, string, *schema.Error) {
 		}
 		id := c.Key + "\x00" + c.Target + "\x00" + fc.Path
 		if seen[id] {
-			return nil, "", invalid("%starget: a second %s compare on key %q; combine them into one", at, c.Target, c.Key)
+			return nil, "", invalid("%s is a second %s compare of key %q: combine them into one", at[:len(at)-1], c.Target, c.Key)
 		}
 		seen[id] = true
 		t.Compare = append(t.Compare, fc)
@@ -87,34 +88,34 @@ func (s *Service) buildCompare(at string, c schema.TxnCompare) (fsm.Compare, *sc
 	}
 	target, ok := compareTargets[c.Target]
 	if !ok {
-		return fsm.Compare{}, invalid("%starget: %q is not one of exists, value, field, version, create_revision, mod_revision, lease, ttl", at, c.Target)
+		return fsm.Compare{}, invalid("%starget must be one of exists, value, field, version, create_revision, mod_revision, lease and ttl, not %q", at, c.Target)
 	}
 	op, ok := compareOps[c.Op]
 	if !ok {
-		return fsm.Compare{}, invalid("%sop: %q is not one of ==, !=, <, <=, >, >=", at, c.Op)
+		return fsm.Compare{}, invalid("%sop must be one of ==, !=, <, <=, > and >=, not %q", at, c.Op)
 	}
 	if (target == fsm.TargetExists || target == fsm.TargetValue || target == fsm.TargetLease) && op != fsm.CmpEq && op != fsm.CmpNe {
-		return fsm.Compare{}, invalid("%sop: %s compares take == or != only", at, c.Target)
+		return fsm.Compare{}, invalid("%sop must be == or != in %s compare, not %s", at, article(c.Target), c.Op)
 	}
 	if c.Path != nil && target != fsm.TargetField {
-		return fsm.Compare{}, invalid("%spath: only a field compare has a path", at)
+		return fsm.Compare{}, invalid("%spath applies only to a field compare, not to %s compare", at, article(c.Target))
 	}
 	if len(c.Value) == 0 {
-		return fsm.Compare{}, invalid("%svalue: missing", at)
+		return fsm.Compare{}, invalid("%svalue is required: what the %s is compared with", at, c.Target)
 	}
 	fc := fsm.Compare{Key: c.Key, Target: target, Op: op}
 	switch target {
 	case fsm.TargetValue, fsm.TargetField:
 		fc.Value = compactJSON(c.Value)
 		if len(fc.Value) > s.cfg.MaxValueBytes {
-			return fsm.Compare{}, schema.Errorf(schema.ErrTooLarge, "%svalue: %d bytes is more than %d", at, len(fc.Value), s.cfg.MaxValueBytes)
+			return fsm.Compare{}, tooLarge(at+"value", len(fc.Value), s.cfg.MaxValueBytes)
 		}
 		if target == fsm.TargetField {
 			if c.Path == nil {
-				return fsm.Compare{}, invalid("%spath: a field compare needs a JSON Pointer such as \"/status\"", at)
+				return fsm.Compare{}, invalid("%spath is required in a field compare: a JSON Pointer such as \"/status\"", at)
 			}
 			if !fsm.ValidJSONPointer(*c.Path) {
-				return fsm.Compare{}, invalid("%spath: %q is not a JSON Pointer (RFC 6901)", at, *c.Path)
+				return fsm.Compare{}, invalid("%spath must be a JSON Pointer (RFC 6901) such as \"/status\" or \"\", not %q", at, *c.Path)
 			}
 			fc.Path = *c.Path
 		}
@@ -124,15 +125,15 @@ func (s *Service) buildCompare(at string, c schema.TxnCompare) (fsm.Compare, *sc
 			fc.Int = 1
 		case "false":
 		default:
-			return fsm.Compare{}, invalid("%svalue: an exists compare takes true or false", at)
+			return fsm.Compare{}, invalid("%svalue must be true or false in an exists compare, not %s", at, shorten(string(bytes.TrimSpace(c.Value))))
 		}
 	default:
 		n, ok := jsonInt(c.Value)
 		if !ok {
-			return fsm.Compare{}, invalid("%svalue: a %s compare takes an integer", at, c.Target)
+			return fsm.Compare{}, invalid("%svalue must be a whole number in %s compare, not %s", at, article(c.Target), shorten(string(bytes.TrimSpace(c.Value))))
 		}
 		if target == fsm.TargetLease && (n < 0 || n > maxLeaseID) {
-			return fsm.Compare{}, invalid("%svalue: lease %d is outside 0..%d (0 means none)", at, n, int64(maxLeaseID))
+			return fsm.Compare{}, invalid("%svalue must be a lease id from 1 to %d (or 0 for none), not %d", at, int64(maxLeaseID), n)
 		}
 		fc.Int = n
 	}
@@ -161,7 +162,7 @@ func jsonInt(raw json.RawMessage) (int64, bool) {
 
 func (s *Service) buildBranch(name string, ops []schema.TxnOp, getBudget int) ([]fsm.TxnOp, *schema.Error) {
 	if len(ops) > s.cfg.MaxTxnOps {
-		return nil, invalid("%s: %d operations, more than %d", name, len(ops), s.cfg.MaxTxnOps)
+		return nil, invalid("%s has %d operations, more than the %d allowed", name, len(ops), s.cfg.MaxTxnOps)
 	}
 	out := make([]fsm.TxnOp, 0, len(ops))
 	for i, op := range ops {
@@ -173,7 +174,7 @@ func (s *Service) buildBranch(name string, ops []schema.TxnOp, getBudget int) ([
 			}
 		}
 		if n != 1 {
-			return nil, invalid("%s: give exactly one of put, get and delete", at[:len(at)-1])
+			return nil, invalid("%s must hold exactly one of put, get and delete", at[:len(at)-1])
 		}
 		switch {
 		case op.Put != nil:
@@ -205,4 +206,13 @@ func (s *Service) buildBranch(name string, ops []schema.TxnOp, getBudget int) ([
 		}
 	}
 	return out, nil
+}
+
+// article puts "a" or "an" before a compare target: "an exists", "a
+// version".
+func article(target string) string {
+	if target != "" && strings.ContainsRune("aeiou", rune(target[0])) {
+		return "an " + target
+	}
+	return "a " + target
 }

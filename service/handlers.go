@@ -300,19 +300,19 @@ func (s *Service) proposeReply(m *nats.Msg, cmd any, bodyKey string) (any, *sche
 const maxIdempotencyKey = 256
 
 func idempotencyKey(m *nats.Msg, bodyKey string) (string, *schema.Error) {
-	key := bodyKey
+	key, field := bodyKey, "idempotency_key"
 	if h := m.Header.Get(schema.HeaderIdempotencyKey); h != "" {
 		if key != "" && key != h {
-			return "", invalid("idempotency_key: the body says %q and the %s header %q", key, schema.HeaderIdempotencyKey, h)
+			return "", invalid("idempotency_key %q and the %s header %q differ: give one of them, or the same key in both", shorten(key), schema.HeaderIdempotencyKey, shorten(h))
 		}
-		key = h
+		key, field = h, "the "+schema.HeaderIdempotencyKey+" header"
 	}
 	if len(key) > maxIdempotencyKey {
-		return "", invalid("idempotency_key: %d bytes, more than %d", len(key), maxIdempotencyKey)
+		return "", invalid("%s is %d bytes long, more than the %d allowed", field, len(key), maxIdempotencyKey)
 	}
 	for i := 0; i < len(key); i++ {
 		if key[i] < 0x20 || key[i] > 0x7e {
-			return "", invalid("idempotency_key: byte %d is not printable ASCII", i)
+			return "", invalid("%s must be ASCII text: letters, digits, punctuation and spaces, without control characters", field)
 		}
 	}
 	return key, nil

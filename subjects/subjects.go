@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // DefaultPrefix is the subject prefix used when none is configured.
@@ -66,12 +67,12 @@ func (n Names) NodeInfo(id string) string { return n.prefix + ".cluster.node." +
 // digits, '-' and '_', so it can name the node's own subject.
 func ValidateNodeID(id string) error {
 	if id == "" || len(id) > 64 {
-		return fmt.Errorf("node id %q: 1 to 64 characters", id)
+		return fmt.Errorf("node id %q must be 1 to 64 characters long", id)
 	}
 	for i := 0; i < len(id); i++ {
 		c := id[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return fmt.Errorf("node id %q: only letters, digits, '-' and '_'", id)
+			return fmt.Errorf("node id %q must hold only letters, digits, '-' and '_'", id)
 		}
 	}
 	return nil
@@ -103,52 +104,96 @@ func (n Names) Watch(key string) string { return n.prefix + ".watch." + key }
 // WatchAll returns the wildcard subject that matches every watch event.
 func (n Names) WatchAll() string { return n.prefix + ".watch.>" }
 
+// KeyError says which rule a key, a key prefix or a subject prefix breaks.
+// It matches ErrInvalidKey with errors.Is.
+type KeyError struct {
+	// Rule ends a sentence that starts with what was checked, such as
+	// "must not contain spaces": a server puts the field name in front of
+	// it for its error reply ("key must not contain spaces").
+	Rule string
+}
+
+// Error implements error.
+func (e *KeyError) Error() string { return ErrInvalidKey.Error() + ": it " + e.Rule }
+
+// Unwrap lets errors.Is match ErrInvalidKey.
+func (e *KeyError) Unwrap() error { return ErrInvalidKey }
+
+func keyError(format string, args ...any) error {
+	return &KeyError{Rule: fmt.Sprintf(format, args...)}
+}
+
 // ValidateKey checks the key rules: 1..maxBytes bytes of printable ASCII
 // without space, '*' or '>', in '.'-separated tokens with no empty token.
 // Those rules are exactly what makes "P.watch." + key a literal NATS subject.
+// A broken rule is reported as a *KeyError.
 func ValidateKey(key string, maxBytes int) error {
 	if key == "" {
-		return fmt.Errorf("%w: key is empty", ErrInvalidKey)
+		return keyError("must not be empty")
 	}
 	if len(key) > maxBytes {
-		return fmt.Errorf("%w: key is %d bytes, more than %d", ErrInvalidKey, len(key), maxBytes)
+		return keyError("is %d bytes long, more than the %d allowed", len(key), maxBytes)
 	}
 	if err := checkChars(key); err != nil {
 		return err
 	}
-	if key[0] == '.' || key[len(key)-1] == '.' || strings.Contains(key, "..") {
-		return fmt.Errorf("%w: key %q has an empty token", ErrInvalidKey, key)
-	}
-	return nil
+	return checkTokens(key, true)
 }
 
 // ValidatePrefix checks a key prefix used by ranged reads and deletes. The
 // empty prefix matches every key; otherwise the prefix must be the start of
-// some valid key (it may end with '.' or inside a token).
+// some valid key (it may end with '.' or inside a token). A broken rule is
+// reported as a *KeyError.
 func ValidatePrefix(prefix string, maxBytes int) error {
 	if prefix == "" {
 		return nil
 	}
 	if len(prefix) > maxBytes {
-		return fmt.Errorf("%w: prefix is %d bytes, more than %d", ErrInvalidKey, len(prefix), maxBytes)
+		return keyError("is %d bytes long, more than the %d allowed", len(prefix), maxBytes)
 	}
 	if err := checkChars(prefix); err != nil {
 		return err
 	}
-	if prefix[0] == '.' || strings.Contains(prefix, "..") {
-		return fmt.Errorf("%w: prefix %q has an empty token", ErrInvalidKey, prefix)
+	return checkTokens(prefix, false)
+}
+
+// checkTokens refuses an empty '.'-separated token; a prefix may end with
+// '.' (its last token is still to come).
+func checkTokens(s string, whole bool) error {
+	const why = " (keys are '.'-separated words, and no word may be empty)"
+	switch {
+	case s[0] == '.':
+		return keyError("must not start with '.'" + why)
+	case whole && s[len(s)-1] == '.':
+		return keyError("must not end with '.'" + why)
+	case strings.Contains(s, ".."):
+		return keyError("must not contain '..'" + why)
 	}
 	return nil
 }
 
+// checkChars names the first character a key may not hold, in words a user
+// of any language reads without knowing byte values.
 func checkChars(s string) error {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
-		case c <= ' ' || c > '~':
-			return fmt.Errorf("%w: byte %d (0x%02x) is not printable ASCII", ErrInvalidKey, i, c)
+		case c == ' ':
+			return keyError("must not contain spaces")
+		case c == '\t':
+			return keyError("must not contain tabs")
+		case c == '\n' || c == '\r':
+			return keyError("must not contain line breaks")
+		case c < ' ' || c == 0x7f:
+			return keyError("must not contain control characters")
+		case c > '~':
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size <= 1 {
+				return keyError("must be ASCII text: letters, digits and punctuation such as . - _ / : (it holds bytes that are not UTF-8 text)")
+			}
+			return keyError("must be ASCII text: letters, digits and punctuation such as . - _ / : (%q is not ASCII)", r)
 		case c == '*' || c == '>':
-			return fmt.Errorf("%w: byte %d is the wildcard %q", ErrInvalidKey, i, c)
+			return keyError("must not contain %q: it is a NATS wildcard", c)
 		}
 	}
 	return nil

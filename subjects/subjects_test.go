@@ -54,3 +54,55 @@ func TestNames(t *testing.T) {
 		}
 	}
 }
+
+// A broken key rule is a *KeyError whose Rule completes a sentence about
+// the key in plain words, and which matches ErrInvalidKey.
+func TestKeyErrorRules(t *testing.T) {
+	cases := []struct{ key, rule string }{
+		{"", "must not be empty"},
+		{strings.Repeat("k", MaxKeyBytes+1), "is 1025 bytes long, more than the 1024 allowed"},
+		{"a b", "must not contain spaces"},
+		{"a\tb", "must not contain tabs"},
+		{"a\r\nb", "must not contain line breaks"},
+		{"nul\x00", "must not contain control characters"},
+		{"del\x7f", "must not contain control characters"},
+		{"caf\u00e9", "must be ASCII text: letters, digits and punctuation such as . - _ / : ('é' is not ASCII)"},
+		{"bad\xff", "must be ASCII text: letters, digits and punctuation such as . - _ / : (it holds bytes that are not UTF-8 text)"},
+		{"a.*", "must not contain '*': it is a NATS wildcard"},
+		{"a.>", "must not contain '>': it is a NATS wildcard"},
+		{".a", "must not start with '.' (keys are '.'-separated words, and no word may be empty)"},
+		{"a.", "must not end with '.' (keys are '.'-separated words, and no word may be empty)"},
+		{"a..b", "must not contain '..' (keys are '.'-separated words, and no word may be empty)"},
+	}
+	for _, tc := range cases {
+		err := ValidateKey(tc.key, MaxKeyBytes)
+		var ke *KeyError
+		if !errors.As(err, &ke) || ke.Rule != tc.rule || !errors.Is(err, ErrInvalidKey) {
+			t.Errorf("%q: %v, want the rule %q", tc.key, err, tc.rule)
+		}
+	}
+	if err := ValidateKey("a b", MaxKeyBytes); err.Error() != "invalid key: it must not contain spaces" {
+		t.Errorf("Error() = %q", err)
+	}
+	// A prefix may end with '.', and says "prefix" nowhere itself: the
+	// caller names the field.
+	if err := ValidatePrefix("svc.", MaxKeyBytes); err != nil {
+		t.Errorf("svc.: %v", err)
+	}
+	var ke *KeyError
+	if err := ValidatePrefix("svc..a", MaxKeyBytes); !errors.As(err, &ke) || ke.Rule != "must not contain '..' (keys are '.'-separated words, and no word may be empty)" {
+		t.Errorf("svc..a: %v", err)
+	}
+}
+
+func TestValidateNodeIDDescriptions(t *testing.T) {
+	for id, want := range map[string]string{
+		"":                      `node id "" must be 1 to 64 characters long`,
+		strings.Repeat("n", 65): `node id "` + strings.Repeat("n", 65) + `" must be 1 to 64 characters long`,
+		"n.1":                   `node id "n.1" must hold only letters, digits, '-' and '_'`,
+	} {
+		if err := ValidateNodeID(id); err == nil || err.Error() != want {
+			t.Errorf("%q: %v, want %q", id, err, want)
+		}
+	}
+}

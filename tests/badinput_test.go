@@ -33,11 +33,11 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 		{"null body", subjects.LeaseGrant, `null`, bad, "object"},
 		{"trailing data", subjects.LeaseGrant, `{"ttl":5} {"ttl":6}`, bad, "after"},
 		{"unknown field", subjects.LeaseGrant, `{"ttl":5,"tll":6}`, bad, `"tll"`},
-		{"wrong type ttl", subjects.LeaseGrant, `{"ttl":"5"}`, bad, `"ttl"`},
-		{"fractional ttl", subjects.LeaseGrant, `{"ttl":1.5}`, bad, `"ttl"`},
+		{"wrong type ttl", subjects.LeaseGrant, `{"ttl":"10s"}`, bad, `ttl must be a whole number of seconds, not the string "10s"`},
+		{"fractional ttl", subjects.LeaseGrant, `{"ttl":1.5}`, bad, "ttl must be a whole number of seconds"},
 		{"zero ttl", subjects.LeaseGrant, `{"ttl":0}`, bad, "ttl"},
 		{"negative ttl", subjects.LeaseGrant, `{"ttl":-3}`, bad, "ttl"},
-		{"missing ttl", subjects.LeaseGrant, `{}`, bad, "ttl"},
+		{"missing ttl", subjects.LeaseGrant, `{}`, bad, "ttl is required"},
 		{"huge ttl", subjects.LeaseGrant, `{"ttl":9223372036854775807}`, bad, "ttl"},
 		{"negative id", subjects.LeaseGrant, `{"ttl":5,"id":-1}`, bad, "id"},
 		{"id beyond 2^53", subjects.LeaseGrant, `{"ttl":5,"id":9007199254740992}`, bad, "id"},
@@ -47,7 +47,7 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 		{"keepalive missing id", subjects.LeaseKeepAlive, `{}`, bad, "id"},
 		{"keepalive unknown lease", subjects.LeaseKeepAlive, `{"id":4242}`, schema.ErrLeaseNotFound, "4242"},
 		{"revoke unknown lease", subjects.LeaseRevoke, `{"id":4242}`, schema.ErrLeaseNotFound, "4242"},
-		{"revoke wrong type", subjects.LeaseRevoke, `{"id":true}`, bad, `"id"`},
+		{"revoke wrong type", subjects.LeaseRevoke, `{"id":true}`, bad, "id must be a lease id"},
 		{"info unknown lease", subjects.LeaseInfo, `{"id":4242}`, schema.ErrLeaseNotFound, "4242"},
 		{"info zero id", subjects.LeaseInfo, `{"id":0}`, bad, "id"},
 		{"list negative limit", subjects.LeaseList, `{"limit":-1}`, bad, "limit"},
@@ -55,7 +55,7 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 		{"list negative after", subjects.LeaseList, `{"after":-5}`, bad, "after"},
 		{"put missing key", subjects.KVPut, `{"value":1}`, bad, "key"},
 		{"put missing value", subjects.KVPut, `{"key":"a"}`, bad, "value"},
-		{"put key with space", subjects.KVPut, `{"key":"a b","value":1}`, bad, "key"},
+		{"put key with space", subjects.KVPut, `{"key":"a b","value":1}`, bad, "key must not contain spaces"},
 		{"put key with star", subjects.KVPut, `{"key":"a.*","value":1}`, bad, "key"},
 		{"put key with gt", subjects.KVPut, `{"key":"a.>","value":1}`, bad, "key"},
 		{"put key empty token", subjects.KVPut, `{"key":"a..b","value":1}`, bad, "key"},
@@ -85,8 +85,9 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 		{"txn ordering on value", subjects.KVTxn, `{"compare":[{"key":"a","target":"value","op":">","value":1}]}`, bad, "== or !="},
 		{"txn ordering on lease", subjects.KVTxn, `{"compare":[{"key":"a","target":"lease","op":">=","value":1}]}`, bad, "== or !="},
 		{"txn exists with a number", subjects.KVTxn, `{"compare":[{"key":"a","target":"exists","op":"==","value":1}]}`, bad, "true or false"},
-		{"txn version with a string", subjects.KVTxn, `{"compare":[{"key":"a","target":"version","op":"==","value":"1"}]}`, bad, "integer"},
-		{"txn version fractional", subjects.KVTxn, `{"compare":[{"key":"a","target":"version","op":"==","value":1.5}]}`, bad, "integer"},
+		{"txn version with a string", subjects.KVTxn, `{"compare":[{"key":"a","target":"version","op":"==","value":"1"}]}`, bad, "whole number"},
+		{"txn version fractional", subjects.KVTxn, `{"compare":[{"key":"a","target":"version","op":"==","value":1.5}]}`, bad, "whole number"},
+		{"txn put ttl wrong type", subjects.KVTxn, `{"success":[{"get":{"key":"a"}},{"put":{"key":"a","value":1,"ttl":"5"}}]}`, bad, "success[1].put.ttl must be a whole number of seconds"},
 		{"txn negative lease", subjects.KVTxn, `{"compare":[{"key":"a","target":"lease","op":"==","value":-1}]}`, bad, "lease"},
 		{"txn compare without value", subjects.KVTxn, `{"compare":[{"key":"a","target":"version","op":"=="}]}`, bad, "value"},
 		{"txn field without path", subjects.KVTxn, `{"compare":[{"key":"a","target":"field","op":"==","value":1}]}`, bad, "path"},
@@ -111,6 +112,13 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 			e := cc.fails(tc.ep, tc.body, tc.want)
 			if !strings.Contains(e.Description, tc.mention) {
 				t.Errorf("description %q does not mention %q", e.Description, tc.mention)
+			}
+			// Descriptions are for users of any language: no Go types,
+			// no decoder internals, no byte values.
+			for _, word := range []string{"int64", "float64", "Go ", "struct", "JSON string", "json:", "unmarshal", "0x", "printable ASCII"} {
+				if strings.Contains(e.Description, word) {
+					t.Errorf("description %q says %q", e.Description, word)
+				}
 			}
 		})
 	}

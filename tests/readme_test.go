@@ -3,15 +3,21 @@ package tests
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -358,5 +364,124 @@ func TestReadmeCLILock(t *testing.T) {
 	}
 	if got, want := strings.TrimSpace(string(out)), strings.Join(block.steps[0].output, "\n"); got != want {
 		t.Fatalf("README shows %q, got %q", want, got)
+	}
+}
+
+// readmeGoBlocks returns the Go blocks of README.md that follow a
+// "<!-- readme-go: ExampleName -->" marker, by example name, as lines.
+func readmeGoBlocks(t *testing.T) map[string][]string {
+	t.Helper()
+	data, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := map[string][]string{}
+	var name string
+	var inBlock bool
+	for _, line := range strings.Split(string(data), "\n") {
+		switch {
+		case strings.HasPrefix(line, "<!-- readme-go: "):
+			name = strings.TrimSuffix(strings.TrimPrefix(line, "<!-- readme-go: "), " -->")
+		case name != "" && !inBlock && line == "```go":
+			inBlock = true
+		case inBlock && line == "```":
+			name, inBlock = "", false
+		case inBlock:
+			blocks[name] = append(blocks[name], line)
+		}
+	}
+	return blocks
+}
+
+// exampleBodies returns the lines of each Example function's body in
+// client/example_test.go, without their indentation.
+func exampleBodies(t *testing.T) map[string][]string {
+	t.Helper()
+	const file = "../client/example_test.go"
+	src, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, file, src, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bodies := map[string][]string{}
+	for _, d := range f.Decls {
+		fn, ok := d.(*ast.FuncDecl)
+		if !ok || fn.Body == nil || !strings.HasPrefix(fn.Name.Name, "Example") {
+			continue
+		}
+		body := src[fset.Position(fn.Body.Lbrace).Offset+1 : fset.Position(fn.Body.Rbrace).Offset]
+		for _, l := range strings.Split(string(body), "\n") {
+			bodies[fn.Name.Name] = append(bodies[fn.Name.Name], strings.TrimSpace(l))
+		}
+	}
+	return bodies
+}
+
+// The README's Go blocks show the client's runnable examples: every line of
+// a block is a line of its example, in the example's order (a block may
+// leave lines out, such as error checks), with only the URL written out
+// for the reader. The examples then run against a real node, as `go test
+// ./client` runs them, and must print what their Output says.
+func TestReadmeGoExamples(t *testing.T) {
+	blocks := readmeGoBlocks(t)
+	for _, want := range []string{"ExampleClient_GetKey", "ExampleClient_NewSession", "ExampleMutex", "ExampleElection", "ExampleClient_Watch"} {
+		if len(blocks[want]) < 3 {
+			t.Errorf("README has no Go block for %s (a <!-- readme-go: %s --> marker before a ```go block)", want, want)
+		}
+	}
+	bodies := exampleBodies(t)
+	var names []string
+	for name, lines := range blocks {
+		names = append(names, name)
+		body, ok := bodies[name]
+		if !ok {
+			t.Errorf("README shows %s, which client/example_test.go does not have", name)
+			continue
+		}
+		at := 0
+		for _, l := range lines {
+			l = strings.TrimSpace(strings.ReplaceAll(l, `"nats://127.0.0.1:4222"`, "serverURL"))
+			if l == "" {
+				continue
+			}
+			for at < len(body) && body[at] != l {
+				at++
+			}
+			if at == len(body) {
+				t.Errorf("README's %s block shows %q, which is not a line of the example after the lines before it", name, l)
+				break
+			}
+			at++
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	slices.Sort(names)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-v", "-run", "^("+strings.Join(names, "|")+")$", "./client")
+	cmd.Dir = ".."
+	// go test runs the examples in a child process: end the whole group.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+	t.Cleanup(func() {
+		if cmd.Process != nil {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+	})
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go test ./client -run the README's examples: %v\n%s", err, out)
+	}
+	for _, name := range names {
+		if !strings.Contains(string(out), "--- PASS: "+name+" ") {
+			t.Errorf("%s did not pass:\n%s", name, out)
+		}
 	}
 }

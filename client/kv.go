@@ -1,0 +1,79 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/concord-io/concord/schema"
+)
+
+// The plain forms of the common key calls. They take the key as a string
+// and build the typed request, which stays available (Get, Put, Delete)
+// for everything else: limits, pagination, keys_only, prev_kv,
+// serializable reads.
+
+// ErrKeyNotFound is returned by GetKey for a key that does not exist. The
+// server answers such a read with no records, not with an error; only
+// GetKey turns that into one.
+var ErrKeyNotFound = errors.New("concord: key not found")
+
+// GetKey reads one key. A key that does not exist gives ErrKeyNotFound.
+func (c *Client) GetKey(ctx context.Context, key string) (*schema.KeyValue, error) {
+	r, err := c.Get(ctx, schema.KVGetRequest{Key: &key})
+	if err != nil {
+		return nil, err
+	}
+	if len(r.KVs) == 0 {
+		return nil, ErrKeyNotFound
+	}
+	return &r.KVs[0], nil
+}
+
+// GetPrefix reads the keys that start with prefix ("" means every key), in
+// key order, up to the server's default limit of 1000. The reply's
+// Revision is the one to Watch from; when More is set, continue with Get
+// and After set to the last key.
+func (c *Client) GetPrefix(ctx context.Context, prefix string) (*schema.KVGetReply, error) {
+	return c.Get(ctx, schema.KVGetRequest{Prefix: &prefix})
+}
+
+// DeleteKey deletes one key; deleting a key that does not exist is not an
+// error (the reply's Deleted is 0).
+func (c *Client) DeleteKey(ctx context.Context, key string) (*schema.KVDeleteReply, error) {
+	return c.Delete(ctx, schema.KVDeleteRequest{Key: &key})
+}
+
+// DeletePrefix deletes every key that starts with prefix ("" means every
+// key), at one revision.
+func (c *Client) DeletePrefix(ctx context.Context, prefix string) (*schema.KVDeleteReply, error) {
+	return c.Delete(ctx, schema.KVDeleteRequest{Prefix: &prefix})
+}
+
+// PutOption sets an optional field of PutKey's request.
+type PutOption func(*schema.KVPutRequest)
+
+// WithLease attaches the key to lease id, such as a Session's Lease(): the
+// key is deleted when the lease expires or is revoked.
+func WithLease(id int64) PutOption {
+	return func(r *schema.KVPutRequest) { r.Lease = &id }
+}
+
+// WithTTL gives the key a lease of its own that expires after ttl, rounded
+// up to whole seconds (the API's unit), so the key lives at least ttl. It
+// cannot be kept alive: put the key again with a ttl to extend it.
+func WithTTL(ttl time.Duration) PutOption {
+	secs := int64((ttl + time.Second - 1) / time.Second)
+	return func(r *schema.KVPutRequest) { r.TTL = &secs }
+}
+
+// PutKey writes value, which must be JSON, under key. Without options the
+// key is attached to no lease (and detached from the one it had).
+func (c *Client) PutKey(ctx context.Context, key string, value json.RawMessage, opts ...PutOption) (*schema.KVPutReply, error) {
+	req := schema.KVPutRequest{Key: key, Value: value}
+	for _, o := range opts {
+		o(&req)
+	}
+	return c.Put(ctx, req)
+}
