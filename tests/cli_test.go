@@ -502,9 +502,15 @@ func TestCLIKVPutFromStdinAndFile(t *testing.T) {
 		t.Fatalf("kv get small: %s", got)
 	}
 
+	// The string "-" itself, given as JSON.
+	c.ok("kv", "put", "dash", `"-"`)
+	if got := get("dash"); got != `"-"` {
+		t.Fatalf("kv get dash: %s", got)
+	}
+
 	// Errors change nothing.
-	rev := func() string { return c.ok("kv", "get", "", "--prefix", "--count") }
-	before := rev()
+	keys := func() string { return c.ok("kv", "get", "", "--prefix", "--count") }
+	before := keys()
 	c.expectUsage("give VALUE or --file, not both", "kv", "put", "k", "v", "--file", file)
 	c.expectUsage("missing VALUE", "kv", "put", "k")
 	c.expectUsage("read the value", "kv", "put", "k", "--file", filepath.Join(dir, "missing"))
@@ -525,7 +531,7 @@ func TestCLIKVPutFromStdinAndFile(t *testing.T) {
 	if took := time.Since(start); took > 20*time.Second {
 		t.Fatalf("kv put of 3 MiB took %s to fail", took)
 	}
-	if after := rev(); after != before {
+	if after := keys(); after != before {
 		t.Fatalf("the refused puts changed the keys: %s, then %s", before, after)
 	}
 	c.expect(cliNotFound, "kv", "get", "k")

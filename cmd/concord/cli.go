@@ -52,8 +52,8 @@ var exitCodes = []struct {
 	meaning string
 }{
 	{exitOK, "ok (also: a transaction whose compares failed, succeeded=false; a delete that matched nothing;\n       watch and elect ended by SIGINT/SIGTERM)"},
-	{exitError, "any other error (invalid_request, too_large, limit_exceeded, internal, a command that cannot start…)"},
-	{exitUsage, "usage: bad command, flag or argument, or unreadable input (--metadata, kv txn JSON)"},
+	{exitError, "any other error (invalid_request, too_large, limit_exceeded, internal, a failed TLS handshake,\n       a command that cannot start…)"},
+	{exitUsage, "usage: bad command, flag or argument, or unreadable input (--metadata, kv txn JSON, kv put --file,\n       a credentials, nkey, certificate or key file)"},
 	{exitNotFound, "not found: lease_not_found, or `kv get` of a single key that does not exist"},
 	{exitConflict, "conflict: lease_exists, lease_conflict, idempotency_conflict"},
 	{exitUnavailable, "unavailable: no NATS connection, or not_leader / unavailable / no responders until --timeout"},

@@ -86,6 +86,8 @@ type connSource struct {
 	what  string // for messages
 }
 
+// has reports whether s gives any of the settings keys. A context
+// always gives a server: its own, or nats://127.0.0.1:4222.
 func (s *connSource) has(keys ...string) bool {
 	if s.nctx != nil {
 		for _, k := range keys {
@@ -100,9 +102,9 @@ func (s *connSource) has(keys ...string) bool {
 			case "token":
 				v = s.nctx.Token()
 			case "creds":
-				v = s.nctx.Creds()
+				v = s.nctx.Creds() + s.nctx.UserJWT() // a JWT given inline is credentials too
 			case "nkey":
-				v = s.nctx.NKey() + s.nctx.UserJWT()
+				v = s.nctx.NKey()
 			case "tls-cert":
 				v = s.nctx.Certificate()
 			case "tls-key":

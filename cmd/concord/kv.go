@@ -24,7 +24,8 @@ func runKV(args []string) error {
 func kvPut(args []string) error {
 	fs, cf := newFlags("kv put", "kv put KEY VALUE|- [--file FILE] [--lease ID | --ttl N] [--prev]\n\n"+
 		"VALUE \"-\" reads the value from stdin; --file reads it from FILE. Either way the value is the\n"+
-		"whole input, a final newline included, taken as JSON if it parses as JSON and as a string otherwise.")
+		"whole input, a final newline included, taken as JSON if it parses as JSON and as a string otherwise.\n"+
+		"To store the string \"-\" itself, give it as JSON: '\"-\"'.")
 	lease := fs.Int64("lease", 0, "attach the key to this lease")
 	var ttl seconds
 	fs.Var(&ttl, "ttl", "attach the key to its own anonymous lease of this ttl")
