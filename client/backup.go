@@ -111,17 +111,10 @@ func (c *Client) request(ctx context.Context, ep subjects.Endpoint, req any, att
 	backoff := 20 * time.Millisecond
 	var last error
 	for {
-		actx, cancel := ctx, context.CancelFunc(func() {})
-		if attempt > 0 {
-			limit := attempt
-			if d, ok := ctx.Deadline(); ok && time.Until(d) < limit {
-				limit = time.Until(d)
-			}
-			actx, cancel = context.WithTimeout(ctx, max(limit, time.Millisecond))
-		}
-		resp, err := c.nc.RequestMsgWithContext(actx, msg)
-		cancel()
+		resp, err := c.attempt(ctx, msg, attempt)
 		switch {
+		case errors.Is(err, ErrPermissionDenied), errors.Is(err, nats.ErrMaxPayload):
+			return nil, fmt.Errorf("%s: %w", ep, err) // no retry can succeed
 		case err == nil && resp.Header.Get(schema.HeaderErrorCode) != "":
 			var er schema.ErrorReply
 			if err := json.Unmarshal(resp.Data, &er); err != nil || er.Error == nil {

@@ -26,6 +26,8 @@ type Client struct {
 
 	kaMu sync.Mutex
 	ka   *keepAliver
+
+	denied *denials
 }
 
 type options struct {
@@ -63,7 +65,9 @@ func NATSOptions(opts ...nats.Option) Option {
 func AttemptTimeout(d time.Duration) Option { return func(o *options) { o.attempt = d } }
 
 // Connect returns a client. Without URL, Conn or NATSContext it connects to
-// nats.DefaultURL.
+// nats.DefaultURL. It chains an error handler onto the connection (the one
+// set before still gets every error) to learn of permission violations;
+// see ErrPermissionDenied.
 func Connect(opts ...Option) (*Client, error) {
 	o := options{prefix: subjects.DefaultPrefix, attempt: 2 * time.Second}
 	for _, f := range opts {
@@ -93,6 +97,7 @@ func Connect(opts ...Option) (*Client, error) {
 		}
 		c.owned = true
 	}
+	c.watchDenials()
 	return c, nil
 }
 
@@ -129,14 +134,10 @@ func (c *Client) call(ctx context.Context, ep subjects.Endpoint, req any, mutati
 	backoff := 20 * time.Millisecond
 	var last error
 	for {
-		attempt := c.opts.attempt
-		if d, ok := ctx.Deadline(); ok && time.Until(d) < attempt {
-			attempt = time.Until(d)
-		}
-		actx, cancel := context.WithTimeout(ctx, max(attempt, time.Millisecond))
-		resp, err := c.nc.RequestMsgWithContext(actx, msg)
-		cancel()
+		resp, err := c.attempt(ctx, msg, c.opts.attempt)
 		switch {
+		case errors.Is(err, ErrPermissionDenied), errors.Is(err, nats.ErrMaxPayload):
+			return fmt.Errorf("%s: %w", ep, err) // no retry can succeed
 		case err == nil && resp.Header.Get(schema.HeaderErrorCode) != "":
 			var er schema.ErrorReply
 			if err := json.Unmarshal(resp.Data, &er); err != nil || er.Error == nil {
@@ -171,6 +172,32 @@ func (c *Client) call(ctx context.Context, ep subjects.Endpoint, req any, mutati
 		}
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// attempt sends msg once and waits for the reply, for at most limit (0: as
+// long as ctx allows). A refusal by NATS of the publish or of the reply
+// subscription ends the wait at once with ErrPermissionDenied.
+func (c *Client) attempt(ctx context.Context, msg *nats.Msg, limit time.Duration) (*nats.Msg, error) {
+	if err := c.denied.repliesRefused(c.nc); err != nil {
+		return nil, err
+	}
+	actx, cancel := ctx, context.CancelFunc(func() {})
+	if limit > 0 {
+		if d, ok := ctx.Deadline(); ok && time.Until(d) < limit {
+			limit = time.Until(d)
+		}
+		actx, cancel = context.WithTimeout(ctx, max(limit, time.Millisecond))
+	}
+	actx, cancelDenied := context.WithCancel(actx)
+	stop := c.denied.add(&denialWaiter{publish: msg.Subject, replies: true, fire: cancelDenied})
+	resp, err := c.nc.RequestMsgWithContext(actx, msg)
+	denied := stop()
+	cancelDenied()
+	cancel()
+	if err != nil && denied != nil {
+		return nil, denied
+	}
+	return resp, err
 }
 
 // Grant creates a lease.
@@ -264,7 +291,9 @@ func (c *Client) Snapshot(ctx context.Context) (*schema.ClusterSnapshotReply, er
 // a node that does not answer is the answer.
 func (c *Client) NodeInfo(ctx context.Context, id string, withHash bool) (*schema.NodeInfo, error) {
 	data, _ := json.Marshal(schema.NodeInfoRequest{Hash: withHash})
-	msg, err := c.nc.RequestWithContext(ctx, c.names.NodeInfo(id), data)
+	req := nats.NewMsg(c.names.NodeInfo(id))
+	req.Data = data
+	msg, err := c.attempt(ctx, req, 0)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", id, err)
 	}

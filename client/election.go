@@ -125,7 +125,9 @@ func leaderOf(ctx context.Context, c *Client, pfx string) (*schema.KeyValue, int
 }
 
 // Observe sends the election's leader each time it or its value changes
-// (nil while nobody leads), until ctx ends.
+// (nil while nobody leads), until ctx ends. It retries failed reads and
+// watches, except a refusal by NATS: then it closes the channel early and
+// c.PermissionError() returns the refusal.
 func (c *Client) Observe(ctx context.Context, name string) <-chan *schema.KeyValue {
 	out := make(chan *schema.KeyValue)
 	go func() {
@@ -143,6 +145,9 @@ func (c *Client) Observe(ctx context.Context, name string) <-chan *schema.KeyVal
 		}
 		for ctx.Err() == nil {
 			kv, rev, err := leaderOf(ctx, c, pfx)
+			if errors.Is(err, ErrPermissionDenied) {
+				return // no retry can succeed; PermissionError says why
+			}
 			if err != nil {
 				pause()
 				continue
@@ -166,6 +171,10 @@ func (c *Client) Observe(ctx context.Context, name string) <-chan *schema.KeyVal
 			}
 			select {
 			case _, ok := <-w.Events():
+				if !ok && errors.Is(w.Err(), ErrPermissionDenied) {
+					cancel()
+					return
+				}
 				if !ok && w.Err() != nil && ctx.Err() == nil {
 					pause()
 				} else {

@@ -41,7 +41,8 @@ const pollInterval = time.Second
 // true) after fromRevision: the first event delivered has a revision above
 // it. It ends when ctx ends, or with Err() == ErrCompacted when the change
 // log no longer holds what the watcher needs; then read the current state
-// and watch again from its revision.
+// and watch again from its revision. When NATS refuses the subscription or
+// a change log request, it ends with Err() matching ErrPermissionDenied.
 func (c *Client) Watch(ctx context.Context, key string, prefix bool, fromRevision int64) (*Watcher, error) {
 	w := &Watcher{c: c, events: make(chan schema.Event, 256), done: make(chan struct{}), signal: make(chan struct{}, 1),
 		key: key, prefix: prefix, nextRev: fromRevision, nextOp: -1}
@@ -54,11 +55,28 @@ func (c *Client) Watch(ctx context.Context, key string, prefix bool, fromRevisio
 			subject = c.names.WatchAll()
 		}
 	}
+	// NATS refuses a subscription asynchronously: the watcher ends with
+	// ErrPermissionDenied when it hears of it, whatever it is doing.
+	wctx, cancel := context.WithCancel(ctx)
+	dw := &denialWaiter{subscribe: subject, fire: cancel}
+	stop := c.denied.add(dw)
 	sub, err := c.nc.Subscribe(subject, func(*nats.Msg) { w.poke() })
 	if err != nil {
+		stop()
+		cancel()
 		return nil, fmt.Errorf("subscribe %s: %w", subject, err)
 	}
-	go w.run(ctx, sub)
+	go func() {
+		defer stop()
+		defer cancel()
+		err := w.run(wctx, sub)
+		if denied := c.denied.refused(dw); denied != nil {
+			err = fmt.Errorf("watch %s: %w", subject, denied)
+		}
+		w.err = err
+		close(w.events)
+		close(w.done)
+	}()
 	return w, nil
 }
 
@@ -78,9 +96,8 @@ func (w *Watcher) poke() {
 	}
 }
 
-func (w *Watcher) run(ctx context.Context, sub *nats.Subscription) {
-	defer close(w.done)
-	defer close(w.events)
+// run delivers events until ctx ends or catching up fails, and returns why.
+func (w *Watcher) run(ctx context.Context, sub *nats.Subscription) error {
 	defer sub.Unsubscribe()
 	poll := time.NewTicker(pollInterval)
 	defer poll.Stop()
@@ -88,14 +105,12 @@ func (w *Watcher) run(ctx context.Context, sub *nats.Subscription) {
 	for {
 		select {
 		case <-ctx.Done():
-			w.err = ctx.Err()
-			return
+			return ctx.Err()
 		case <-w.signal:
 		case <-poll.C:
 		}
 		if err := w.catchUp(ctx); err != nil {
-			w.err = err
-			return
+			return err
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,8 +32,14 @@ const (
 	cliCompacted   = 7
 )
 
+// natsEnv are the environment variables the client commands read, as the
+// nats CLI does; a test sets them itself.
+var natsEnv = []string{"NATS_URL", "NATS_CONTEXT", "NATS_USER", "NATS_PASSWORD", "NATS_TOKEN", "NATS_CREDS", "NATS_NKEY",
+	"NATS_CERT", "NATS_KEY", "NATS_CA"}
+
 // cli runs the concord binary's client commands with a fixed environment:
-// $NATS_URL names the node, and no nats context is selected.
+// $NATS_URL names the node, no nats context is selected, and no other
+// variable of natsEnv is set.
 type cli struct {
 	t   *testing.T
 	env []string
@@ -41,7 +48,8 @@ type cli struct {
 func newCLI(t *testing.T, natsURL string, extraEnv ...string) *cli {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "NATS_URL=") && !strings.HasPrefix(kv, "NATS_CONTEXT=") && !strings.HasPrefix(kv, "XDG_CONFIG_HOME=") {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(natsEnv, name) && name != "XDG_CONFIG_HOME" {
 			env = append(env, kv)
 		}
 	}
@@ -446,6 +454,164 @@ func TestCLIKVCommands(t *testing.T) {
 	c.expect(cliUsage, "kv", "get", "a", "--nope")
 }
 
+// kv put takes a value too long for an argument ("Argument list too
+// long" above 128 KiB on Linux) from stdin ("-") or from --file.
+func TestCLIKVPutFromStdinAndFile(t *testing.T) {
+	n := startNode(t, nodeOpts{})
+	c := newCLI(t, n.natsURL)
+	dir := t.TempDir()
+	get := func(key string) string {
+		t.Helper()
+		var g schema.KVGetReply
+		c.jsonOut(cliOK, "kv.get.reply", &g, "kv", "get", key)
+		if len(g.KVs) != 1 {
+			t.Fatalf("kv get %s: %+v", key, g)
+		}
+		return string(g.KVs[0].Value)
+	}
+	asString := func(s string) string {
+		b, _ := json.Marshal(s)
+		return string(b)
+	}
+
+	text := strings.Repeat("concord ", 25600) // 200 KiB of text: a JSON string
+	if r := c.run(text, "kv", "put", "big.stdin", "-"); r.code != cliOK || r.stdout != "revision 1\n" {
+		t.Fatalf("kv put - of %d bytes: %v", len(text), r)
+	}
+	if got := get("big.stdin"); got != asString(text) {
+		t.Fatalf("kv get big.stdin: %d bytes, want the %d put", len(got), len(asString(text)))
+	}
+	doc := `{"blob":"` + strings.Repeat("x", 200<<10) + `","n":1}` // JSON: kept as JSON
+	file := filepath.Join(dir, "doc.json")
+	if err := os.WriteFile(file, []byte(doc+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.ok("kv", "put", "big.file", "--file", file)
+	var want bytes.Buffer
+	if err := json.Compact(&want, []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	if got := get("big.file"); got != want.String() {
+		t.Fatalf("kv get big.file: %d bytes, want %d", len(got), want.Len())
+	}
+	// --file - is stdin; text keeps its final newline.
+	if r := c.run("hello\n", "kv", "put", "small", "--file", "-"); r.code != cliOK {
+		t.Fatalf("kv put --file -: %v", r)
+	}
+	if got := get("small"); got != `"hello\n"` {
+		t.Fatalf("kv get small: %s", got)
+	}
+
+	// The string "-" itself, given as JSON.
+	c.ok("kv", "put", "dash", `"-"`)
+	if got := get("dash"); got != `"-"` {
+		t.Fatalf("kv get dash: %s", got)
+	}
+
+	// Errors change nothing.
+	keys := func() string { return c.ok("kv", "get", "", "--prefix", "--count") }
+	before := keys()
+	c.expectUsage("give VALUE or --file, not both", "kv", "put", "k", "v", "--file", file)
+	c.expectUsage("missing VALUE", "kv", "put", "k")
+	c.expectUsage("read the value", "kv", "put", "k", "--file", filepath.Join(dir, "missing"))
+	if r := c.run("\xff\xfe binary", "kv", "put", "k", "-"); r.code != cliUsage || !strings.Contains(r.stderr, "neither JSON nor UTF-8") {
+		t.Fatalf("kv put - of bytes that are not UTF-8: %v", r)
+	}
+	tooLarge := strings.Repeat("y", 1536<<10) // over --max-value-bytes (1 MiB)
+	if r := c.run(tooLarge, "kv", "put", "k", "-"); r.code != cliError || !strings.Contains(r.stderr, "too_large") {
+		t.Fatalf("kv put - of 1.5 MiB: %v", r)
+	}
+	// Over NATS's max_payload: refused by the client at once, not
+	// retried until --timeout.
+	start := time.Now()
+	huge := strings.Repeat("z", 3<<20)
+	if r := c.run(huge, "kv", "put", "k", "-", "--timeout", "60s"); r.code != cliError || !strings.Contains(r.stderr, "maximum payload") {
+		t.Fatalf("kv put - of 3 MiB: %v", r)
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Fatalf("kv put of 3 MiB took %s to fail", took)
+	}
+	if after := keys(); after != before {
+		t.Fatalf("the refused puts changed the keys: %s, then %s", before, after)
+	}
+	c.expect(cliNotFound, "kv", "get", "k")
+}
+
+// The connection and output flags work before the command, between a
+// group and its subcommand, and after the arguments.
+func TestCLIGlobalFlags(t *testing.T) {
+	n := startNode(t, nodeOpts{})
+	dead := fmt.Sprintf("nats://127.0.0.1:%d", freePort(t))
+	c := newCLI(t, dead) // so that only --server reaches the node
+	u := n.natsURL
+	if out := c.ok("--server", u, "status"); !strings.Contains(out, "leader n1") {
+		t.Fatalf("concord --server URL status: %q", out)
+	}
+	c.ok("status", "--server", u)
+	c.ok("kv", "--server", u, "put", "g.k", "1")
+	c.ok("--server="+u, "kv", "put", "g.k2", "2")
+	c.ok("-s", u, "--timeout", "5s", "kv", "put", "g.k3", "3")
+	if out := c.ok("--json", "--server", u, "kv", "get", "g.k"); !strings.HasPrefix(out, `{"revision":`) {
+		t.Fatalf("concord --json --server URL kv get: %q", out)
+	}
+	if out := c.ok("kv", "get", "--server", u, "g.", "--prefix", "--count"); out != "3\n" {
+		t.Fatalf("kv get --server URL: %q", out)
+	}
+	if out := c.ok("--server", u, "lock", "g.lock", "--", "echo", "locked"); out != "locked\n" {
+		t.Fatalf("concord --server URL lock: %q", out)
+	}
+	c.ok("--server", u, "lease", "list")
+	c.ok("lease", "--server", u, "grant", "10")
+	backup := filepath.Join(t.TempDir(), "b.concord")
+	c.ok("--server", u, "snapshot", "save", backup)
+	c.ok("snapshot", "--server", u, "save", backup)
+	c.ok("--json", "snapshot", "status", backup)
+
+	c.expectUsage("flag --bogus before the command", "--bogus", "status")
+	c.expectUsage("flag needs an argument: --server", "--server")
+	c.expectUsage("missing command after --server", "--server", u)
+	c.expectUsage("missing command", "kv", "--server", u)
+	c.expectUsage("flag --prefix before the command", "kv", "--prefix", "get", "g.")
+	c.expect(cliUnavailable, "--timeout", "500ms", "status")
+}
+
+// Every command's -h: the connection flags, and no doubled defaults.
+func TestCLIHelp(t *testing.T) {
+	c := newCLI(t, "")
+	doubled := regexp.MustCompile(`\(default[^)]*\).*\(default`)
+	for _, cmd := range [][]string{{"lease", "grant"}, {"lease", "keepalive"}, {"lease", "revoke"}, {"lease", "info"}, {"lease", "list"},
+		{"kv", "put"}, {"kv", "get"}, {"kv", "del"}, {"kv", "txn"}, {"watch"}, {"lock"}, {"elect"}, {"status"},
+		{"snapshot", "save"}, {"snapshot", "status"}, {"snapshot", "restore"}, {"serve"}, {"bench"}} {
+		r := c.run("", append(cmd, "-h")...)
+		out := r.stdout + r.stderr
+		if r.code != cliOK && !(cmd[0] == "serve" || cmd[0] == "bench") {
+			t.Errorf("concord %q -h: %v", cmd, r)
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if doubled.MatchString(line) {
+				t.Errorf("concord %q -h: a doubled default: %q", cmd, line)
+			}
+		}
+		if slices.Contains([]string{"lease", "kv", "watch", "lock", "elect", "status"}, cmd[0]) || slices.Equal(cmd, []string{"snapshot", "save"}) {
+			for _, flag := range []string{"-server URLS", "-user NAME", "-password PASSWORD", "-token TOKEN", "-creds FILE", "-nkey FILE",
+				"-tls-cert FILE", "-tls-key FILE", "-tls-ca FILE", "-context NAME"} {
+				if !strings.Contains(out, flag) {
+					t.Errorf("concord %q -h lacks %s:\n%s", cmd, flag, out)
+				}
+			}
+		}
+	}
+	if out := c.ok("watch", "-h"); strings.Contains(out, "(default -1)") || !strings.Contains(out, "-from REV") {
+		t.Errorf("concord watch -h:\n%s", out)
+	}
+	help := c.ok("help")
+	for _, want := range []string{"  9    denied:", "--creds FILE", "--tls-ca FILE", "$NATS_CREDS", "before the command"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("concord help lacks %q", want)
+		}
+	}
+}
+
 func TestCLIConnection(t *testing.T) {
 	n := startNode(t, nodeOpts{})
 	dead := fmt.Sprintf("nats://127.0.0.1:%d", freePort(t))
@@ -486,7 +652,9 @@ func TestCLIConnection(t *testing.T) {
 	nc.with("NATS_CONTEXT=concordtest").ok("status")
 	nc.with("NATS_CONTEXT=concordtest", "NATS_URL="+dead).expect(cliUnavailable, "status", "--timeout", "500ms")
 	nc.with("NATS_URL="+dead).ok("status", "--context", "concordtest")
-	nc.expect(cliUsage, "status", "--context", "concordtest", "--server", n.natsURL)
+	// --server replaces the context's URL (and keeps its credentials).
+	nc.ok("status", "--context", "concordtest", "--server", n.natsURL)
+	nc.expect(cliUnavailable, "status", "--context", "concordtest", "--server", dead, "--timeout", "500ms")
 	nc.expect(cliError, "status", "--context", "nosuchcontext")
 
 	// status: the table and the JSON.

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 
@@ -40,6 +41,9 @@ const (
 	// exitBadBackup: a backup that is corrupt (checksum), truncated or
 	// malformed, or of a version this build cannot read.
 	exitBadBackup = 8
+	// exitDenied: NATS refused the credentials, or the user's permissions
+	// refused a subject the command needs. Not retried.
+	exitDenied = 9
 )
 
 // exitCodes is the documented table, in the order the usage text shows it.
@@ -48,14 +52,15 @@ var exitCodes = []struct {
 	meaning string
 }{
 	{exitOK, "ok (also: a transaction whose compares failed, succeeded=false; a delete that matched nothing;\n       watch and elect ended by SIGINT/SIGTERM)"},
-	{exitError, "any other error (invalid_request, too_large, limit_exceeded, internal, a command that cannot start…)"},
-	{exitUsage, "usage: bad command, flag or argument, or unreadable input (--metadata, kv txn JSON)"},
+	{exitError, "any other error (invalid_request, too_large, limit_exceeded, internal, a failed TLS handshake,\n       a command that cannot start…)"},
+	{exitUsage, "usage: bad command, flag or argument, or unreadable input (--metadata, kv txn JSON, kv put --file,\n       a credentials, nkey, certificate or key file)"},
 	{exitNotFound, "not found: lease_not_found, or `kv get` of a single key that does not exist"},
 	{exitConflict, "conflict: lease_exists, lease_conflict, idempotency_conflict"},
 	{exitUnavailable, "unavailable: no NATS connection, or not_leader / unavailable / no responders until --timeout"},
 	{exitLost, "lock or elect: the session's lease was lost (CMD was killed)"},
 	{exitCompacted, "watch: the change log no longer holds the revision to resume from"},
 	{exitBadBackup, "snapshot: the backup file failed verification (checksum, truncation, unknown format)"},
+	{exitDenied, "denied: NATS refused the credentials (authorization violation), or the user's permissions refused\n       a publish or subscription the command needs (permissions violation); reported at once, not retried"},
 }
 
 // clientUsage is the part of `concord help` about the client commands.
@@ -67,7 +72,7 @@ func clientUsage() string {
   concord lease revoke ID
   concord lease info ID [--keys]
   concord lease list [--all] [--limit N] [--after ID]
-  concord kv put KEY VALUE [--lease ID | --ttl N] [--prev]
+  concord kv put KEY VALUE|- [--file FILE] [--lease ID | --ttl N] [--prev]
   concord kv get KEY [--prefix] [--limit N] [--after KEY] [--keys-only] [--count] [--serializable]
   concord kv del KEY [--prefix] [--prev]
   concord kv txn [--file FILE]        the transaction JSON from FILE, or from stdin
@@ -77,18 +82,34 @@ func clientUsage() string {
   concord status
 
 Flags may come before or after the arguments; put "--" before an argument
-that starts with "-". TTLs are whole seconds: "10" or "10s".
+that starts with "-". The connection and output flags below may also come
+before the command: concord --server URL kv get KEY. TTLs are whole
+seconds: "10" or "10s".
 
-Common flags of the client commands:
-  --server URLS          NATS URLs, comma-separated
-  --context NAME         connect with this nats context ("nats context ls"; "" = the selected one)
+Connection and output flags of the client commands (environment variable):
+  --server URLS, -s      NATS URLs, comma-separated ($NATS_URL; default nats://127.0.0.1:4222)
+  --context NAME         connect with this nats context ("nats context ls"; "" = the selected one) ($NATS_CONTEXT)
+  --user NAME            NATS user; --user alone is a token, as in the nats CLI ($NATS_USER)
+  --password PASSWORD    NATS password, with --user ($NATS_PASSWORD)
+  --token TOKEN          NATS token ($NATS_TOKEN)
+  --creds FILE           NATS credentials file: a user JWT and its nkey seed ($NATS_CREDS)
+  --nkey FILE            file holding the user's nkey seed ($NATS_NKEY)
+  --tls-cert FILE        TLS client certificate, with --tls-key ($NATS_CERT)
+  --tls-key FILE         TLS client key ($NATS_KEY)
+  --tls-ca FILE          CA certificates that signed the server's certificate ($NATS_CA)
   --subject-prefix P     subject prefix of the cluster (default concord; serve's --subject-prefix)
   --timeout D            bound on each call, retries included, and on connecting (default 10s)
   --json                 print replies as JSON, one object per line (default: text)
+The nats CLI's spellings --tlscert, --tlskey and --tlsca work too.
 
-Where the client connects, first match wins: --server; --context; $NATS_URL;
-$NATS_CONTEXT (a context name); nats://127.0.0.1:4222. --server and --context
-together are a usage error.
+Where the client connects and as whom: each setting comes from the first of
+its flag; the nats context named by --context; its environment variable;
+the nats context named by $NATS_CONTEXT; the default (nats://127.0.0.1:4222,
+no credentials). The credentials (--user/--password, --token, --creds or
+--nkey) are taken as one set from the first of these places that gives any,
+and so are --tls-cert with --tls-key: a --user never pairs with a context's
+password. Two kinds of credentials in one place are a usage error, and so is
+a credentials, key or certificate file that cannot be read.
 
 Replies are printed as text by default; with --json, each reply is one line
 of JSON in the wire format of its subject (schema/json), and an error reply from the cluster is
@@ -173,6 +194,10 @@ func exitCode(err error) int {
 		return exitLost
 	case errors.Is(err, client.ErrCompacted):
 		return exitCompacted
+	case errors.Is(err, client.ErrPermissionDenied), errors.Is(err, nats.ErrPermissionViolation),
+		errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired), errors.Is(err, nats.ErrAuthRevoked),
+		errors.Is(err, nats.ErrAccountAuthExpired):
+		return exitDenied
 	case errors.As(err, &ce), errors.Is(err, client.ErrUnavailable), errors.Is(err, client.ErrNotLeader),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrNoServers), errors.Is(err, nats.ErrTimeout),
 		errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrConnectionClosed):
@@ -207,8 +232,8 @@ func runCLI(cmd string, args []string) int {
 	code := exitCode(err)
 	if err != nil {
 		name := cmd
-		if len(args) > 0 && slices.Contains(subcommands[cmd], args[0]) {
-			name += " " + args[0]
+		if _, rest, _ := hoistFlags(args); len(rest) > 0 && slices.Contains(subcommands[cmd], rest[0]) {
+			name += " " + rest[0]
 		}
 		var es exitStatus
 		if !errors.As(err, &es) || es.err != nil {
@@ -217,12 +242,23 @@ func runCLI(cmd string, args []string) int {
 		if code == exitUsage {
 			fmt.Fprintf(os.Stderr, "Run \"concord %s -h\" for its flags, \"concord help\" for all commands.\n", name)
 		}
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			fmt.Fprintln(os.Stderr, permissionHint)
+		}
 	}
 	return code
 }
 
+// permissionHint follows a permission violation's message.
+const permissionHint = "The NATS user's permissions refuse this subject; the server's configuration grants them " +
+	"(deploy/nats/roles.conf has Concord's roles)."
+
 // subcommand dispatches "concord lease grant ..." style commands.
 func subcommand(group string, args []string, cmds map[string]func([]string) error, order string) error {
+	flags, args, err := hoistFlags(args)
+	if err != nil {
+		return err
+	}
 	if len(args) == 0 {
 		return usagef("missing command: concord %s %s", group, order)
 	}
@@ -234,12 +270,12 @@ func subcommand(group string, args []string, cmds map[string]func([]string) erro
 	if !ok {
 		return usagef("unknown command %q: concord %s %s", args[0], group, order)
 	}
-	return f(args[1:])
+	return f(append(flags, args[1:]...))
 }
 
 // common holds the flags every client command takes.
 type common struct {
-	server     string
+	conn       connFlags
 	natsCtx    string
 	subjectPfx string
 	timeout    time.Duration
@@ -252,17 +288,80 @@ type common struct {
 func newFlags(name, synopsis string) (*flag.FlagSet, *common) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	c := &common{fs: fs}
-	fs.StringVar(&c.server, "server", "", "NATS URLs, comma-separated (default $NATS_URL, else nats://127.0.0.1:4222)")
-	fs.StringVar(&c.natsCtx, "context", "", "nats context to connect with (default $NATS_CONTEXT when neither --server nor $NATS_URL is set)")
+	c.conn = addConnFlags(fs)
+	fs.StringVar(&c.natsCtx, "context", "", "nats context `NAME` to connect with, \"\" for the selected one ($NATS_CONTEXT)")
 	fs.StringVar(&c.subjectPfx, "subject-prefix", subjects.DefaultPrefix, "subject prefix of the cluster")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "bound on each call, retries included")
 	fs.BoolVar(&c.json, "json", false, "print replies as JSON, one object per line")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: concord %s\n\nFlags:\n", synopsis)
-		fs.PrintDefaults()
-		fmt.Fprint(fs.Output(), "\nRun \"concord help\" for where the client connects and the exit codes.\n")
+		fmt.Fprintf(fs.Output(), "Usage: concord %s\n", synopsis)
+		own, common := flag.NewFlagSet("", flag.ContinueOnError), flag.NewFlagSet("", flag.ContinueOnError)
+		fs.VisitAll(func(f *flag.Flag) {
+			into := own
+			switch {
+			case connAlias(f.Name):
+				return
+			case globalFlags().Lookup(f.Name) != nil:
+				into = common
+			}
+			into.Var(f.Value, f.Name, f.Usage)
+			into.Lookup(f.Name).DefValue = f.DefValue // not the value parsed so far
+		})
+		for _, g := range []struct {
+			title string
+			fs    *flag.FlagSet
+		}{{"Flags", own}, {"Connection and output flags (before or after the command)", common}} {
+			n := 0
+			g.fs.VisitAll(func(*flag.Flag) { n++ })
+			if n > 0 {
+				fmt.Fprintf(fs.Output(), "\n%s:\n", g.title)
+				g.fs.SetOutput(fs.Output())
+				g.fs.PrintDefaults()
+			}
+		}
+		fmt.Fprint(fs.Output(), "\nThe nats CLI's spellings --tlscert, --tlskey, --tlsca and -s work too.\n"+
+			"Run \"concord help\" for where the client connects, as whom, and the exit codes.\n")
 	}
 	return fs, c
+}
+
+// globalFlags is a flag set with only the common flags: the flags that
+// may come before the command (`concord --server URL status`).
+func globalFlags() *flag.FlagSet {
+	fs, _ := newFlags("", "")
+	return fs
+}
+
+// hoistFlags splits the common flags off the front of args, up to the
+// first argument that is not one: ["--server", "U", "kv", "get"] gives
+// ["--server", "U"] and ["kv", "get"]. A flag that is not a common flag
+// there is a usage error; -h and --help stay in rest.
+func hoistFlags(args []string) (flags, rest []string, err error) {
+	global := globalFlags()
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || len(a) < 2 || a[0] != '-' {
+			return flags, args[i:], nil
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if name == "h" || name == "help" {
+			return flags, args[i:], nil
+		}
+		f := global.Lookup(name)
+		if f == nil {
+			return nil, nil, usagef("flag %s before the command: only the connection and output flags may come first", a)
+		}
+		flags = append(flags, a)
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); hasValue || ok && b.IsBoolFlag() {
+			continue
+		}
+		if i+1 == len(args) {
+			return nil, nil, usagef("flag needs an argument: %s", a)
+		}
+		i++
+		flags = append(flags, args[i])
+	}
+	return flags, nil, nil
 }
 
 // parse parses args with flags anywhere among the arguments. Everything
@@ -326,38 +425,31 @@ func isSet(fs *flag.FlagSet, name string) bool {
 	return set
 }
 
-// connect connects as the common flags and the environment say (see
-// clientUsage for the order).
+// connect connects as the common flags, the environment and the nats
+// contexts say (see natsTarget and clientUsage for which wins).
 func (c *common) connect() (*client.Client, error) {
 	if _, err := subjects.New(c.subjectPfx); err != nil {
 		return nil, usagef("--subject-prefix: %v", err)
 	}
-	serverSet, contextSet := isSet(c.fs, "server"), isSet(c.fs, "context")
-	if serverSet && contextSet {
-		return nil, usagef("give --server or --context, not both")
-	}
-	opts := []client.Option{client.Prefix(c.subjectPfx), client.NATSOptions(nats.Name("concord-cli"), nats.Timeout(c.timeout))}
-	var where string
-	switch {
-	case serverSet:
-		opts, where = append(opts, client.URL(c.server)), c.server
-	case contextSet:
-		opts, where = append(opts, client.NATSContext(c.natsCtx)), "nats context "+strconv.Quote(c.natsCtx)
-	case os.Getenv("NATS_URL") != "":
-		opts, where = append(opts, client.URL(os.Getenv("NATS_URL"))), os.Getenv("NATS_URL")
-	case os.Getenv("NATS_CONTEXT") != "":
-		opts, where = append(opts, client.NATSContext(os.Getenv("NATS_CONTEXT"))), "nats context "+strconv.Quote(os.Getenv("NATS_CONTEXT"))
-	default:
-		opts, where = append(opts, client.URL(nats.DefaultURL)), nats.DefaultURL
-	}
-	cl, err := client.Connect(opts...)
+	t, err := c.natsTarget()
 	if err != nil {
-		if errors.Is(err, nats.ErrNoServers) || errors.Is(err, nats.ErrTimeout) || isNetError(err) {
-			return nil, errConnect{fmt.Errorf("cannot reach NATS (%s): %w", where, err)}
-		}
 		return nil, err
 	}
+	natsOpts := append([]nats.Option{nats.Name("concord-cli"), nats.Timeout(c.timeout), nats.ErrorHandler(asyncError)}, t.opts...)
+	cl, err := client.Connect(client.Prefix(c.subjectPfx), client.URL(t.url), client.NATSOptions(natsOpts...))
+	if err != nil {
+		return nil, connectError(t, err)
+	}
 	return cl, nil
+}
+
+// asyncError prints the asynchronous errors NATS reports, except
+// permission violations: the client matches those to the call they refuse,
+// and the command reports them once.
+func asyncError(_ *nats.Conn, _ *nats.Subscription, err error) {
+	if !errors.Is(err, nats.ErrPermissionViolation) {
+		fmt.Fprintf(os.Stderr, "concord: %v\n", err)
+	}
 }
 
 func isNetError(err error) bool {
@@ -416,13 +508,17 @@ func (c *common) failed(err error) error {
 }
 
 // jsonValue is VALUE as kv put and elect --proclaim take it: JSON if it
-// parses, otherwise a JSON string.
-func jsonValue(s string) json.RawMessage {
+// parses, otherwise a JSON string. Text that is not UTF-8 is refused: as a
+// JSON string it would not survive the trip.
+func jsonValue(s string) (json.RawMessage, error) {
 	if json.Valid([]byte(s)) {
-		return json.RawMessage(s)
+		return json.RawMessage(s), nil
 	}
-	b, _ := json.Marshal(s) // a string always encodes
-	return b
+	if !utf8.ValidString(s) {
+		return nil, usagef("the value is neither JSON nor UTF-8 text; encode binary data (base64, say) first")
+	}
+	b, _ := json.Marshal(s) // valid UTF-8 always encodes
+	return b, nil
 }
 
 // seconds is a TTL flag or argument in whole seconds: "10" or "10s".

@@ -27,6 +27,12 @@ func runElect(args []string) error {
 		return usagef("--ttl: at least 1s")
 	}
 	name := pos[0]
+	var value []byte
+	if isSet(fs, "proclaim") {
+		if value, err = jsonValue(*proclaim); err != nil {
+			return err
+		}
+	}
 	c, err := cf.connect()
 	if err != nil {
 		return err
@@ -35,7 +41,7 @@ func runElect(args []string) error {
 	sctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if isSet(fs, "proclaim") {
-		return campaign(sctx, cf, c, name, jsonValue(*proclaim), time.Duration(ttl.n)*time.Second)
+		return campaign(sctx, cf, c, name, value, time.Duration(ttl.n)*time.Second)
 	}
 	return observe(sctx, cf, c, name)
 }
@@ -98,15 +104,21 @@ func campaign(sctx context.Context, cf *common, c *client.Client, name string, v
 }
 
 // observe prints the leader each time it changes until sctx ends.
-func observe(sctx context.Context, cf *common, c *client.Client, name string) error {
+func observe(sctx context.Context, cf *common, c *client.Client, name string) (err error) {
 	// One read first: it checks the name and the connection, which
 	// Observe would retry without end.
 	ctx, cancel := cf.callCtx()
-	_, err := c.Leader(ctx, name)
+	_, err = c.Leader(ctx, name)
 	cancel()
 	if err != nil && !errors.Is(err, client.ErrNoLeader) {
 		return cf.failed(err)
 	}
+	defer func() {
+		// Observe retries everything but a refusal by NATS.
+		if sctx.Err() == nil && err == nil {
+			err = c.PermissionError()
+		}
+	}()
 	for kv := range c.Observe(sctx, name) {
 		if err := cf.output(kv, func(w io.Writer) {
 			if kv == nil {

@@ -22,16 +22,40 @@ func runKV(args []string) error {
 }
 
 func kvPut(args []string) error {
-	fs, cf := newFlags("kv put", "kv put KEY VALUE [--lease ID | --ttl N] [--prev]")
+	fs, cf := newFlags("kv put", "kv put KEY VALUE|- [--file FILE] [--lease ID | --ttl N] [--prev]\n\n"+
+		"VALUE \"-\" reads the value from stdin; --file reads it from FILE. Either way the value is the\n"+
+		"whole input, a final newline included, taken as JSON if it parses as JSON and as a string otherwise.\n"+
+		"To store the string \"-\" itself, give it as JSON: '\"-\"'.")
 	lease := fs.Int64("lease", 0, "attach the key to this lease")
 	var ttl seconds
 	fs.Var(&ttl, "ttl", "attach the key to its own anonymous lease of this ttl")
 	prev := fs.Bool("prev", false, "return the previous record")
-	pos, err := parseArgs(fs, args, 2, 2)
+	file := fs.String("file", "", "read the value from `FILE` (\"-\": stdin) instead of the VALUE argument")
+	pos, err := parseArgs(fs, args, 1, 2)
 	if err != nil {
 		return err
 	}
-	req := schema.KVPutRequest{Key: pos[0], Value: jsonValue(pos[1]), PrevKV: *prev}
+	var text string
+	switch {
+	case isSet(fs, "file") && len(pos) == 2:
+		return usagef("give VALUE or --file, not both")
+	case isSet(fs, "file"):
+		text, err = readValue(*file)
+	case len(pos) == 1:
+		return usagef("missing VALUE (\"-\" reads it from stdin, --file FILE from a file)")
+	case pos[1] == "-":
+		text, err = readValue("-")
+	default:
+		text = pos[1]
+	}
+	if err != nil {
+		return err
+	}
+	value, err := jsonValue(text)
+	if err != nil {
+		return err
+	}
+	req := schema.KVPutRequest{Key: pos[0], Value: value, PrevKV: *prev}
 	if isSet(fs, "lease") && ttl.set {
 		return usagef("give --lease or --ttl, not both")
 	}
@@ -55,6 +79,21 @@ func kvPut(args []string) error {
 			}
 		}
 	})
+}
+
+// readValue reads a value from file, or from stdin for "-".
+func readValue(file string) (string, error) {
+	var data []byte
+	var err error
+	if file == "-" {
+		data, err = io.ReadAll(os.Stdin)
+	} else {
+		data, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return "", usagef("read the value: %v", err)
+	}
+	return string(data), nil
 }
 
 func kvGet(args []string) error {

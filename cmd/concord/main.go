@@ -6,6 +6,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 )
 
 // version is set at build time with -ldflags "-X main.version=...". It is
@@ -36,26 +38,41 @@ func main() {
 		fmt.Fprint(os.Stderr, usage+clientUsage())
 		os.Exit(2)
 	}
+	cmd, args := os.Args[1], os.Args[2:]
+	if strings.HasPrefix(cmd, "-") && !slices.Contains([]string{"-h", "--help", "-v", "--version"}, cmd) {
+		// Connection and output flags before the command: they go to the
+		// command, as if given after it.
+		flags, rest, err := hoistFlags(os.Args[1:])
+		switch {
+		case err != nil:
+			fmt.Fprintf(os.Stderr, "concord: %v\nRun \"concord help\" for the commands and their flags.\n", err)
+			os.Exit(exitUsage)
+		case len(rest) == 0:
+			fmt.Fprintf(os.Stderr, "concord: missing command after %s\n\n%s", strings.Join(flags, " "), usage)
+			os.Exit(exitUsage)
+		}
+		cmd, args = rest[0], append(flags, rest[1:]...)
+	}
 	var err error
-	switch os.Args[1] {
+	switch cmd {
 	case "serve":
-		err = runServe(os.Args[2:])
+		err = runServe(args)
 	case "bench":
-		err = runBench(os.Args[2:])
+		err = runBench(args)
 	case "version", "--version", "-v":
 		fmt.Println(version)
 	case "lease", "kv", "watch", "lock", "elect", "status":
-		os.Exit(runCLI(os.Args[1], os.Args[2:]))
+		os.Exit(runCLI(cmd, args))
 	case "snapshot":
-		os.Exit(runSnapshot(os.Args[2:]))
+		os.Exit(runSnapshot(args))
 	case "help", "-h", "--help":
 		fmt.Print(usage + clientUsage())
 	default:
-		fmt.Fprintf(os.Stderr, "concord: unknown command %q\n\n%s", os.Args[1], usage)
+		fmt.Fprintf(os.Stderr, "concord: unknown command %q\n\n%s", cmd, usage)
 		os.Exit(2)
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "concord %s: %v\n", os.Args[1], err)
+		fmt.Fprintf(os.Stderr, "concord %s: %v\n", cmd, err)
 		os.Exit(1)
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/concord-io/concord/client"
 	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/service"
@@ -30,7 +32,7 @@ var snapshotCommands = []string{"save", "status", "restore"}
 
 // snapshotUsage is printed by `concord snapshot -h`.
 const snapshotUsage = `Usage:
-  concord snapshot save FILE [--server URLS] [--context NAME] [--timeout 10s] [--json]
+  concord snapshot save FILE [--server URLS] [--context NAME] [credentials] [--timeout 10s] [--json]
   concord snapshot status FILE [--json]
   concord snapshot restore FILE --data-dir DIR [--node-id n1] [--raft-addr 127.0.0.1:7422] [--json]
 
@@ -49,7 +51,13 @@ backup's state; other nodes then join it with --join.
 Exit codes: 0 ok; 1 any other error (such as a DIR that is not empty);
 2 usage; 5 unavailable (save: no NATS, or no leader until --timeout);
 8 the backup failed verification: corrupt (checksum mismatch), truncated
-or malformed, or of a version this build cannot read.
+or malformed, or of a version this build cannot read; 9 denied (save: NATS
+refused the credentials, or the user may not send concord.cluster.backup
+requests).
+
+save connects like the other client commands: --server, --context,
+--user/--password, --token, --creds, --nkey, --tls-cert/--tls-key, --tls-ca
+and their environment variables (see "concord help").
 `
 
 // runSnapshot runs `concord snapshot ...` and returns the exit code.
@@ -74,12 +82,15 @@ func runSnapshot(args []string) int {
 	}
 	if err != nil {
 		name := "snapshot"
-		if slices.Contains(snapshotCommands, args[0]) {
-			name += " " + args[0]
+		if _, rest, _ := hoistFlags(args); len(rest) > 0 && slices.Contains(snapshotCommands, rest[0]) {
+			name += " " + rest[0]
 		}
 		fmt.Fprintf(os.Stderr, "concord %s: %v\n", name, err)
 		if code == exitUsage {
 			fmt.Fprintf(os.Stderr, "Run \"concord %s -h\" for its flags.\n", name)
+		}
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			fmt.Fprintln(os.Stderr, permissionHint)
 		}
 	}
 	return code

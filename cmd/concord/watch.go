@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -16,7 +17,8 @@ import (
 func runWatch(args []string) error {
 	fs, cf := newFlags("watch", "watch KEY [--prefix] [--from REV]")
 	prefix := fs.Bool("prefix", false, "watch every key starting with KEY (\"\" for all keys)")
-	from := fs.Int64("from", -1, "print the events after revision REV (default: from the current revision on)")
+	var from optionalRevision
+	fs.Var(&from, "from", "print the events after revision `REV` (default: from the current revision on)")
 	pos, err := parseArgs(fs, args, 1, 1)
 	if err != nil {
 		return err
@@ -42,8 +44,8 @@ func runWatch(args []string) error {
 		return cf.failed(err)
 	}
 	rev := g.Revision
-	if *from >= 0 {
-		rev = *from
+	if from.set {
+		rev = from.n
 	}
 
 	sctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -87,4 +89,27 @@ func eventText(e schema.Event) string {
 		fmt.Fprintf(&b, " value=%s", e.Value)
 	}
 	return b.String()
+}
+
+// optionalRevision is --from: a revision, or unset. Unset prints as ""
+// so that -h shows no "(default ...)" of its own.
+type optionalRevision struct {
+	n   int64
+	set bool
+}
+
+func (r *optionalRevision) String() string {
+	if r == nil || !r.set {
+		return ""
+	}
+	return strconv.FormatInt(r.n, 10)
+}
+
+func (r *optionalRevision) Set(v string) error {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return fmt.Errorf("%q is not a revision (an integer, 0 or more)", v)
+	}
+	r.n, r.set = n, true
+	return nil
 }
