@@ -153,6 +153,23 @@ func openWAL(dir string, log hclog.Logger, m metrics.Collector) (*Store, error) 
 	return &Store{WAL: w, meta: meta}, nil
 }
 
+// GetLog reads the entry at index. Below FirstIndex it is
+// raft.ErrLogNotFound: raft-wal v0.4.1 goes on serving entries a head
+// truncation (compaction after a snapshot) removed while they are still in
+// the open tail segment, and until the next restart. Raft sends a follower
+// a snapshot only when the entry before the ones it needs is not found, so
+// without this a follower far behind replays the whole old log instead.
+func (s *Store) GetLog(index uint64, l *raft.Log) error {
+	first, err := s.WAL.FirstIndex()
+	if err != nil {
+		return err
+	}
+	if first == 0 || index < first {
+		return raft.ErrLogNotFound
+	}
+	return s.WAL.GetLog(index, l)
+}
+
 // Close closes the WAL (and its meta store) and releases the lock.
 func (s *Store) Close() error {
 	err := s.WAL.Close()
