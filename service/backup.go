@@ -26,7 +26,7 @@ import (
 
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
-	"github.com/concord-io/concord/service/boltstore"
+	"github.com/concord-io/concord/service/logstore"
 	"github.com/concord-io/concord/subjects"
 )
 
@@ -797,8 +797,8 @@ func seedDataDir(opts RestoreOptions, existed bool, clusterID string, payload io
 	if err := writeClusterID(dir, clusterID); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	// The same file startRaft opens.
-	store, err := boltstore.Open(filepath.Join(dir, "raft.db"))
+	// The same store startRaft opens.
+	store, err := logstore.Open(dir, logstore.Options{})
 	if err != nil {
 		return fmt.Errorf("restore: open the raft log: %w", err)
 	}

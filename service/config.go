@@ -14,7 +14,7 @@ type Config struct {
 	// NodeID names this node in Raft. It is recorded in the data directory
 	// on first start and must not change afterwards.
 	NodeID string
-	// DataDir holds the Raft log (raft.db) and snapshots.
+	// DataDir holds the Raft log (wal/, see service/logstore) and snapshots.
 	DataDir string
 	// RaftAddr is the TCP address Raft listens on and advertises.
 	RaftAddr string

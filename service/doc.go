@@ -1,5 +1,5 @@
 // Package service runs a Concord node: the NATS connection (an embedded
-// nats-server unless an external URL is given), Raft on a bbolt log store,
+// nats-server unless an external URL is given), Raft on a raft-wal log store,
 // the leader-only request handlers, the lease clock and expiry ticker, and
 // the watch publisher.
 //

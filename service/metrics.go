@@ -8,6 +8,8 @@ import (
 	gometrics "github.com/hashicorp/go-metrics"
 	gmprom "github.com/hashicorp/go-metrics/prometheus"
 	"github.com/hashicorp/raft"
+	wal "github.com/hashicorp/raft-wal"
+	walmetrics "github.com/hashicorp/raft-wal/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -56,6 +58,9 @@ type metrics struct {
 	applyDuration    prometheus.Histogram
 	snapshotDuration prometheus.Histogram
 	snapshotBytes    prometheus.Gauge
+
+	// wal receives the Raft log store's own counters (raft_wal_*).
+	wal *walMetrics
 }
 
 // keyBuckets suit counts of keys on one lease: 0 to the default limit.
@@ -104,6 +109,8 @@ func newMetrics(s *Service) *metrics {
 	m.applyDuration = f.histogram("concord_raft_apply_duration_seconds", "Time from proposing a request's command to its result from the state machine.", prometheus.DefBuckets)
 	m.snapshotDuration = f.histogram("concord_snapshot_persist_duration_seconds", "Time to write a Raft snapshot of the state.", prometheus.DefBuckets)
 	m.snapshotBytes = f.gauge("concord_snapshot_bytes", "Size of the last snapshot this node wrote.")
+
+	m.wal = newWALMetrics(f)
 
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&stateCollector{s: s}, raftSink())
@@ -299,4 +306,41 @@ func raftSink() prometheus.Collector {
 		raftSinkVal = sink
 	})
 	return raftSinkVal
+}
+
+// walMetrics bridges hashicorp/raft-wal's metrics into the node's registry:
+// each counter of wal.MetricDefinitions becomes raft_wal_<name>_total, each
+// gauge raft_wal_<name>. Every node has its own (unlike go-metrics' global
+// sink), and the WAL calls it directly, with no second metrics system.
+type walMetrics struct {
+	counters map[string]prometheus.Counter
+	gauges   map[string]prometheus.Gauge
+}
+
+var _ walmetrics.Collector = (*walMetrics)(nil)
+
+func newWALMetrics(f factory) *walMetrics {
+	w := &walMetrics{counters: map[string]prometheus.Counter{}, gauges: map[string]prometheus.Gauge{}}
+	for _, d := range wal.MetricDefinitions.Counters {
+		w.counters[d.Name] = f.counter("raft_wal_"+d.Name+"_total", "Raft log (raft-wal): "+d.Desc)
+	}
+	for _, d := range wal.MetricDefinitions.Gauges {
+		w.gauges[d.Name] = f.gauge("raft_wal_"+d.Name, "Raft log (raft-wal): "+d.Desc)
+	}
+	return w
+}
+
+// IncrementCounter adds delta to a counter; a name the definitions did not
+// list is dropped rather than panicking in the write path.
+func (w *walMetrics) IncrementCounter(name string, delta uint64) {
+	if c, ok := w.counters[name]; ok {
+		c.Add(float64(delta))
+	}
+}
+
+// SetGauge sets a gauge; an unlisted name is dropped.
+func (w *walMetrics) SetGauge(name string, val uint64) {
+	if g, ok := w.gauges[name]; ok {
+		g.Set(float64(val))
+	}
 }

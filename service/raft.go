@@ -11,7 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/concord-io/concord/service/boltstore"
+	"github.com/concord-io/concord/service/logstore"
 )
 
 // ErrNodeIDMismatch reports a data directory that belongs to another node.
@@ -48,12 +48,13 @@ func (s *Service) startRaft() error {
 	if err := checkNodeID(dir, s.cfg.NodeID); err != nil {
 		return err
 	}
-	store, err := boltstore.Open(filepath.Join(dir, "raft.db"))
+	hlog := newRaftLogger(s.log.With("component", "raft"))
+	// Migrates a data directory of an older release on its first start.
+	store, err := logstore.Open(dir, logstore.Options{Logger: hlog, Metrics: s.metrics.wal})
 	if err != nil {
 		return err
 	}
 	s.store = store
-	hlog := newRaftLogger(s.log.With("component", "raft"))
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hlog)
 	if err != nil {
 		return fmt.Errorf("snapshot store: %w", err)

@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/concord-io/concord/service/boltstore"
+	"github.com/concord-io/concord/service/logstore"
 	"github.com/concord-io/concord/subjects"
 )
 
@@ -33,7 +33,7 @@ type Service struct {
 	// maxPayload is the connection's max payload, which bounds replies.
 	maxPayload int64
 
-	store  *boltstore.Store
+	store  *logstore.Store
 	snaps  raft.SnapshotStore
 	stream *streamLayer
 	// raftLayer is what Raft's transport runs on: stream, or TLS over it.

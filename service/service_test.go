@@ -219,3 +219,34 @@ func TestConfigRejectsNonsense(t *testing.T) {
 		}
 	}
 }
+
+// The Raft log store's own counters reach the node's registry: on a new
+// node every entry in the log was written through them.
+func TestWALMetricsCountTheLog(t *testing.T) {
+	s, nc := startTest(t, nil)
+	for i := 0; i < 20; i++ {
+		if e := request(t, nc, "concord.kv.put", map[string]any{"key": fmt.Sprintf("wal.%d", i), "value": i}, nil); e != nil {
+			t.Fatal(e)
+		}
+	}
+	fams, err := s.metrics.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		if m := f.GetMetric(); len(m) == 1 && m[0].Counter != nil {
+			got[f.GetName()] = m[0].Counter.GetValue()
+		}
+	}
+	last := float64(s.raft.LastIndex())
+	if w := got["raft_wal_log_entries_written_total"]; w != last || last < 21 {
+		t.Errorf("raft_wal_log_entries_written_total = %v, want the last index %v", w, last)
+	}
+	if a := got["raft_wal_log_appends_total"]; a < 1 || a > last {
+		t.Errorf("raft_wal_log_appends_total = %v, want 1..%v", a, last)
+	}
+	if got["raft_wal_log_entry_bytes_written_total"] <= 0 || got["raft_wal_stable_sets_total"] < 1 {
+		t.Errorf("raft_wal counters: %v", got)
+	}
+}

@@ -87,6 +87,7 @@ type node struct {
 	natsURL string
 	args    []string
 	logPath string
+	bin     string // the binary to run; binPath when empty
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -100,6 +101,10 @@ type nodeOpts struct {
 	flags []string
 	// natsURL, when set, makes the node use this external NATS.
 	natsURL string
+	// dataDir, when set, is the data directory instead of a new one.
+	dataDir string
+	// bin, when set, is the binary to run instead of the one built.
+	bin string
 }
 
 // startNode starts a single-node concord with embedded NATS on free ports
@@ -107,7 +112,10 @@ type nodeOpts struct {
 func startNode(t testing.TB, o nodeOpts) *node {
 	t.Helper()
 	dir := t.TempDir()
-	n := &node{t: t, dataDir: filepath.Join(dir, "data"), logPath: filepath.Join(dir, "concord.log")}
+	n := &node{t: t, dataDir: filepath.Join(dir, "data"), logPath: filepath.Join(dir, "concord.log"), bin: o.bin}
+	if o.dataDir != "" {
+		n.dataDir = o.dataDir
+	}
 	n.args = []string{"serve", "--data-dir", n.dataDir, "--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t))}
 	if o.natsURL != "" {
 		n.natsURL = o.natsURL
@@ -148,7 +156,11 @@ func (n *node) start() {
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	cmd := exec.Command(binPath, n.args...)
+	bin := binPath
+	if n.bin != "" {
+		bin = n.bin
+	}
+	cmd := exec.Command(bin, n.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		n.t.Fatal(err)

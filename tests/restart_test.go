@@ -144,7 +144,7 @@ func TestDataDirBelongsToOneNode(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), `holds node "n1", not "other"`) {
 		t.Fatalf("start with another node id: err %v, output:\n%s", err, out)
 	}
-	if _, err := os.Stat(filepath.Join(n.dataDir, "raft.db")); err != nil {
+	if _, err := os.Stat(filepath.Join(n.dataDir, "wal", "wal-meta.db")); err != nil {
 		t.Fatal(err)
 	}
 }
