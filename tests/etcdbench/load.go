@@ -55,6 +55,7 @@ type result struct {
 // plus duration. Only replies that arrive after the warm-up count, and the
 // CPU time of procs and of this process is read at the window's two edges.
 func measure(ctx context.Context, cfg *config, system, workload string, ops []opFunc, procs []*proc) (result, error) {
+	logf("  %s %s: measuring (%s warm-up, then %s)", system, workload, cfg.warmup, cfg.duration)
 	start := time.Now()
 	ws := start.Add(cfg.warmup)
 	we := ws.Add(cfg.duration)
@@ -135,6 +136,7 @@ func measure(ctx context.Context, cfg *config, system, workload string, ops []op
 	cores := float64(cfg.cores) * window.Seconds()
 	r.BusyPct = 100 * (server + client).Seconds() / cores
 	r.OtherPct = 100 * max(0, (after.machine-before.machine-server-client).Seconds()) / cores
+	logf("  %s %s: %.0f ops/s, p50 %.2f ms, p99 %.2f ms, server %.0f µs/op", system, workload, r.OpsPerS, r.P50ms, r.P99ms, r.ServerCPUus)
 	if r.Errors > 0 {
 		logf("%s %s: %d failed requests; the first: %s", system, workload, r.Errors, r.FirstError)
 	}

@@ -334,7 +334,6 @@ func runConcord(ctx context.Context, cfg *config, pp *ports, dir string, n int) 
 		if err := s.alive(); err != nil {
 			return nil, err
 		}
-		logf("  concord %-16s %8.0f ops/s", w, r.OpsPerS)
 		res = append(res, r)
 	}
 	// The echo responder subscribes on the leader's server, where
@@ -356,7 +355,6 @@ func runConcord(ctx context.Context, cfg *config, pp *ports, dir string, n int) 
 	if err := errors.Join(s.alive(), echo.exited()); err != nil {
 		return nil, err
 	}
-	logf("  echo    %-16s %8.0f ops/s", "keepalive", r.OpsPerS)
 	return append(res, r), nil
 }
 
@@ -384,7 +382,6 @@ func runEtcd(ctx context.Context, cfg *config, pp *ports, dir string, n int) (re
 		if err := s.alive(); err != nil {
 			return nil, err
 		}
-		logf("  etcd    %-16s %8.0f ops/s", w, r.OpsPerS)
 		res = append(res, r)
 	}
 	return res, nil
