@@ -49,6 +49,7 @@ type config struct {
 	onlyConcord bool
 	jsonOut     bool
 	markdown    bool
+	jsonFile    string
 	cores       int
 }
 
@@ -126,6 +127,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.BoolVar(&cfg.onlyConcord, "only-concord", false, "run Concord and the echo floor only, without etcd")
 	fs.BoolVar(&cfg.jsonOut, "json", false, "print one JSON document with every round and the medians instead of a table")
 	fs.BoolVar(&cfg.markdown, "markdown", false, "print the medians as Markdown tables (for the README) instead of the text table")
+	fs.StringVar(&cfg.jsonFile, "json-file", "", "also write the --json document to this file")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -291,11 +293,19 @@ func run(ctx context.Context, args []string) error {
 		rep.Topologies = append(rep.Topologies, tr)
 	}
 	rep.elapsed = time.Since(rep.started)
+	doc, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	doc = append(doc, '\n')
+	if cfg.jsonFile != "" {
+		if err := os.WriteFile(cfg.jsonFile, doc, 0o644); err != nil {
+			return fmt.Errorf("--json-file: %w", err)
+		}
+	}
 	switch {
 	case cfg.jsonOut:
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
+		if _, err := os.Stdout.Write(doc); err != nil {
 			return err
 		}
 	case cfg.markdown:
