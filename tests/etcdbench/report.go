@@ -174,7 +174,7 @@ func (tr *topoReport) title() string {
 
 func (rep *report) header(w io.Writer, prefix string) {
 	m := rep.Machine
-	fmt.Fprintf(w, "%sConcord against etcd on %s, in %s\n", prefix, rep.Date, rep.elapsed.Round(time.Second))
+	fmt.Fprintf(w, "%sConcord against etcd on %s, the run took %s\n", prefix, rep.Date, rep.elapsed.Round(time.Second))
 	fmt.Fprintf(w, "%smachine: %d × %s, %d GiB, Linux %s; load average %s when the run began\n", prefix, m.Cores, m.CPU, m.MemGiB, m.Kernel, m.LoadAvg1)
 	etcd := rep.Etcd
 	if etcd == "" {
@@ -254,8 +254,7 @@ func hasWorkload(tr topoReport, w string) bool {
 // printMarkdown prints the medians as one Markdown table per topology, as
 // the README's Performance section shows them.
 func (rep *report) printMarkdown(w io.Writer) {
-	rep.header(w, "<!-- ")
-	fmt.Fprintln(w, "-->")
+	rep.header(w, "- ")
 	names := map[string]string{"grant": "lease grant", "put": "put with a lease", "keepalive": "keep-alive, one lease a request",
 		"get": "get, linearizable", "get-serializable": "get, serializable"}
 	cell := func(st *stats) string {
