@@ -1,136 +1,398 @@
-// Command etcdbench runs Concord's grant, put-with-lease and keepalive
-// workloads against etcd, the same way `concord bench` runs them against
-// Concord: N closed-loop clients, each with its own connection, for a fixed
-// duration. It lives in its own module so etcd's client does not enter
-// Concord's dependencies.
+// Command etcdbench compares Concord with etcd on this machine in one run.
+//
+// For each topology (one Concord node against one etcd member, three
+// against three, all on loopback with fresh data directories) and for each
+// of --rounds rounds, it starts a fresh Concord and a fresh etcd in turn,
+// the first of the two alternating from round to round, and runs the same
+// closed-loop workloads against each: --clients clients, each on its own
+// connection with one request in flight, --warmup then --duration. It
+// reads the servers' CPU time from /proc at the edges of each measurement
+// window. In each Concord round it also starts a trivial NATS responder on
+// the same bus, which sends every request back unchanged, and runs the
+// keep-alive request against it: the floor that any NATS-fronted service
+// sits on. It prints medians over the rounds.
+//
+// The load for both systems comes from this one program, so the loop,
+// timing and counting are the same code; it lives in its own module so
+// etcd's client does not enter Concord's dependencies. `make bench-etcd`
+// builds and runs it.
 package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"sort"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
-	"sync"
+	"syscall"
 	"time"
-
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
+// config holds the flags.
+type config struct {
+	concord     string
+	etcd        string
+	clients     int
+	duration    time.Duration
+	warmup      time.Duration
+	rounds      int
+	workloads   []string
+	topologies  []topology
+	valueBytes  int
+	onlyConcord bool
+	jsonOut     bool
+	markdown    bool
+	jsonFile    string
+	cores       int
+}
+
+// topology is a number of Concord nodes set against as many etcd members.
+type topology struct {
+	Name  string `json:"name"`
+	Nodes int    `json:"nodes"`
+}
+
+var knownTopologies = []topology{{"single", 1}, {"cluster", 3}}
+
+const usage = `Usage: etcdbench [flags]
+
+Compares Concord with etcd on this machine: for each topology (single:
+1 node against 1 member; cluster: 3 against 3) and each round, a fresh
+Concord and a fresh etcd in turn (which goes first alternates), the same
+closed-loop workloads against each, and a NATS echo responder on Concord's
+bus as the floor for its keep-alive. Prints the median of the rounds:
+ops/s, p50 and p99 latency, server and client CPU per op, Concord ÷ etcd.
+
+Workloads (--workloads): grant (ttl 600 s), put (a key on the client's
+lease), keepalive (one lease a request; etcd's over its keep-alive stream),
+get (linearizable), get-serializable.
+
+Needs the concord binary (make build) and etcd on PATH (Debian: apt-get
+install -y etcd-server), or --only-concord.
+
+Flags:
+`
+
 func main() {
-	endpoint := flag.String("endpoint", "127.0.0.1:2379", "etcd client endpoint")
-	clients := flag.Int("clients", 32, "concurrent clients, each with its own connection")
-	duration := flag.Duration("duration", 10*time.Second, "how long each workload runs")
-	valueBytes := flag.Int("value-bytes", 64, "size of each value")
-	flag.Parse()
-	workloads := flag.Args()
-	if len(workloads) == 0 {
-		workloads = []string{"grant", "put", "keepalive", "get"}
-	}
-	var cs []*clientv3.Client
-	for i := 0; i < *clients; i++ {
-		c, err := clientv3.New(clientv3.Config{Endpoints: []string{*endpoint}, DialTimeout: 5 * time.Second})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
+	if len(os.Args) > 1 && os.Args[1] == "echo-responder" {
+		if err := runEchoResponder(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "etcdbench echo-responder:", err)
 			os.Exit(1)
 		}
-		defer c.Close()
-		cs = append(cs, c)
+		return
 	}
-	value := `"` + strings.Repeat("v", max(*valueBytes-2, 0)) + `"`
-	run := fmt.Sprintf("r%d", time.Now().UnixNano()%1e9)
-	fmt.Printf("%-10s %10s %10s %9s %9s %9s %7s\n", "workload", "ops", "ops/s", "p50 ms", "p99 ms", "p999 ms", "errors")
-	for _, w := range workloads {
-		if err := runWorkload(w, cs, *duration, value, run); err != nil {
-			fmt.Fprintln(os.Stderr, w, err)
-			os.Exit(1)
-		}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	err := run(ctx, os.Args[1:])
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+	case ctx.Err() != nil:
+		fmt.Fprintln(os.Stderr, "etcdbench: interrupted; every server stopped")
+		stop()
+		os.Exit(130)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "etcdbench:", err)
+		os.Exit(1)
 	}
 }
 
-func runWorkload(w string, cs []*clientv3.Client, d time.Duration, value, run string) error {
-	ctx := context.Background()
-	leases := make([]clientv3.LeaseID, len(cs))
-	streams := make([]pb.Lease_LeaseKeepAliveClient, len(cs))
-	for i, c := range cs {
-		if w == "put" || w == "keepalive" || w == "get" {
-			g, err := c.Grant(ctx, 600)
-			if err != nil {
-				return err
-			}
-			leases[i] = g.ID
+// errFailedRequests says some requests failed: every figure is printed,
+// but the run is not clean.
+var errFailedRequests = errors.New("some requests failed (see the errors column)")
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "etcdbench: "+format+"\n", args...)
+}
+
+func parseFlags(args []string) (*config, error) {
+	cfg := &config{cores: runtime.NumCPU()}
+	fs := flag.NewFlagSet("etcdbench", flag.ContinueOnError)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
+	fs.StringVar(&cfg.concord, "concord", "bin/concord", "the concord binary (make build puts it in bin/)")
+	fs.StringVar(&cfg.etcd, "etcd", "etcd", "the etcd binary, a path or a name on PATH")
+	fs.IntVar(&cfg.clients, "clients", 32, "concurrent clients, each on its own connection with one request in flight")
+	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "measurement window of each workload")
+	fs.DurationVar(&cfg.warmup, "warmup", time.Second, "load before each window that is not counted")
+	fs.IntVar(&cfg.rounds, "rounds", 3, "rounds per topology; each starts a fresh Concord and a fresh etcd")
+	workloads := fs.String("workloads", "grant,put,keepalive", "comma-separated, from "+strings.Join(allWorkloads, ", "))
+	topologies := fs.String("topologies", "single,cluster", "comma-separated: single (1 against 1), cluster (3 against 3)")
+	fs.IntVar(&cfg.valueBytes, "value-bytes", 64, "size of each value written (a JSON string, quotes included)")
+	fs.BoolVar(&cfg.onlyConcord, "only-concord", false, "run Concord and the echo floor only, without etcd")
+	fs.BoolVar(&cfg.jsonOut, "json", false, "print one JSON document with every round and the medians instead of a table")
+	fs.BoolVar(&cfg.markdown, "markdown", false, "print the medians as Markdown tables (for the README) instead of the text table")
+	fs.StringVar(&cfg.jsonFile, "json-file", "", "also write the --json document to this file")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	switch {
+	case cfg.clients < 1:
+		return nil, fmt.Errorf("--clients: %d, want at least 1", cfg.clients)
+	case cfg.duration <= 0:
+		return nil, fmt.Errorf("--duration: %s, want more than 0", cfg.duration)
+	case cfg.warmup < 0:
+		return nil, fmt.Errorf("--warmup: %s, want 0 or more", cfg.warmup)
+	case cfg.rounds < 1:
+		return nil, fmt.Errorf("--rounds: %d, want at least 1", cfg.rounds)
+	case cfg.valueBytes < 2:
+		return nil, fmt.Errorf("--value-bytes: %d, want at least 2 (a JSON string)", cfg.valueBytes)
+	case cfg.jsonOut && cfg.markdown:
+		return nil, errors.New("--json and --markdown: choose one")
+	}
+	for _, w := range strings.Split(*workloads, ",") {
+		if !slices.Contains(allWorkloads, w) {
+			return nil, fmt.Errorf("--workloads: unknown workload %q (want some of %s)", w, strings.Join(allWorkloads, ", "))
 		}
-		if w == "keepalive" {
-			// A keep-alive stream is how etcd clients renew: the cheapest path etcd offers.
-			s, err := pb.NewLeaseClient(c.ActiveConnection()).LeaseKeepAlive(ctx)
-			if err != nil {
-				return err
-			}
-			streams[i] = s
+		if slices.Contains(cfg.workloads, w) {
+			return nil, fmt.Errorf("--workloads: %q twice", w)
 		}
-		if w == "get" {
-			for k := 0; k < 100; k++ {
-				if _, err := c.Put(ctx, fmt.Sprintf("bench/%s/get/%d/%d", run, i, k), value, clientv3.WithLease(leases[i])); err != nil {
+		cfg.workloads = append(cfg.workloads, w)
+	}
+	for _, name := range strings.Split(*topologies, ",") {
+		i := slices.IndexFunc(knownTopologies, func(t topology) bool { return t.Name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("--topologies: unknown topology %q (want single, cluster)", name)
+		}
+		if slices.Contains(cfg.topologies, knownTopologies[i]) {
+			return nil, fmt.Errorf("--topologies: %q twice", name)
+		}
+		cfg.topologies = append(cfg.topologies, knownTopologies[i])
+	}
+	return cfg, nil
+}
+
+// findBinaries resolves --concord and --etcd before any server starts, and
+// says how to get whichever is missing.
+func (cfg *config) findBinaries() error {
+	p, err := exec.LookPath(cfg.concord)
+	if err != nil {
+		return fmt.Errorf("concord binary %q not found (%v): run `make build`, or pass --concord PATH", cfg.concord, err)
+	}
+	if cfg.concord, err = filepath.Abs(p); err != nil {
+		return err
+	}
+	if cfg.onlyConcord {
+		return nil
+	}
+	p, err = exec.LookPath(cfg.etcd)
+	if err != nil {
+		return fmt.Errorf("etcd not found (%v).\n"+
+			"  The comparison needs etcd's server on this machine: on Debian, apt-get install -y etcd-server\n"+
+			"  (any etcd v3.4 or later works), or pass --etcd PATH. --only-concord runs Concord and the\n"+
+			"  NATS echo floor alone", err)
+	}
+	cfg.etcd, err = filepath.Abs(p)
+	return err
+}
+
+// report is the whole run: what was run where, every round, the medians.
+type report struct {
+	Date       string        `json:"date"`
+	Machine    machine       `json:"machine"`
+	Concord    string        `json:"concord_version"`
+	Etcd       string        `json:"etcd_version,omitempty"`
+	Clients    int           `json:"clients"`
+	InFlight   int           `json:"in_flight_per_client"`
+	DurationS  float64       `json:"duration_s"`
+	WarmupS    float64       `json:"warmup_s"`
+	Rounds     int           `json:"rounds"`
+	ValueBytes int           `json:"value_bytes"`
+	Workloads  []string      `json:"workloads"`
+	Topologies []topoReport  `json:"topologies"`
+	errors     int64         // failed requests in all rounds
+	cfg        *config       // for printing
+	started    time.Time     // for the elapsed time
+	elapsed    time.Duration // the whole run
+}
+
+// topoReport is one topology's rounds and medians.
+type topoReport struct {
+	topology
+	Rounds  []round   `json:"rounds"`
+	Medians []summary `json:"medians"`
+	// Echo is the median of the echo responder's figures, and
+	// KeepaliveOfEcho Concord's keep-alive ops/s as a fraction of the echo
+	// responder's, the median of the per-round fractions.
+	Echo            *stats   `json:"echo,omitempty"`
+	KeepaliveOfEcho *float64 `json:"concord_keepalive_of_echo,omitempty"`
+}
+
+// round is one round of one topology.
+type round struct {
+	Round   int      `json:"round"`
+	Order   []string `json:"order"` // which system ran first
+	Results []result `json:"results"`
+}
+
+func run(ctx context.Context, args []string) error {
+	cfg, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	if err := cfg.findBinaries(); err != nil {
+		return err
+	}
+	root, err := os.MkdirTemp("", "etcdbench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(root)
+
+	rep := &report{Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"), Machine: readMachine(), cfg: cfg, started: time.Now(),
+		Concord: toolVersion(cfg.concord, "version"), Clients: cfg.clients, InFlight: 1,
+		DurationS: cfg.duration.Seconds(), WarmupS: cfg.warmup.Seconds(), Rounds: cfg.rounds,
+		ValueBytes: cfg.valueBytes, Workloads: cfg.workloads}
+	if !cfg.onlyConcord {
+		rep.Etcd = strings.TrimPrefix(toolVersion(cfg.etcd, "--version"), "etcd Version: ")
+	}
+	pp := &ports{}
+	for _, topo := range cfg.topologies {
+		tr := topoReport{topology: topo}
+		for r := 1; r <= cfg.rounds; r++ {
+			order := []string{"concord", "etcd"}
+			if r%2 == 0 {
+				order = []string{"etcd", "concord"}
+			}
+			if cfg.onlyConcord {
+				order = []string{"concord"}
+			}
+			rd := round{Round: r, Order: order}
+			for _, system := range order {
+				dir := filepath.Join(root, fmt.Sprintf("%s-r%d-%s", topo.Name, r, system))
+				if err := os.Mkdir(dir, 0o755); err != nil {
 					return err
 				}
-			}
-		}
-	}
-	tctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	lats := make([][]time.Duration, len(cs))
-	errs := make([]int, len(cs))
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i, c := range cs {
-		wg.Add(1)
-		go func(i int, c *clientv3.Client) {
-			defer wg.Done()
-			for n := 0; tctx.Err() == nil; n++ {
-				t0 := time.Now()
-				var err error
-				switch w {
-				case "grant":
-					_, err = c.Grant(ctx, 600)
-				case "put":
-					_, err = c.Put(ctx, fmt.Sprintf("bench/%s/put/%d/%d", run, i, n%1000), value, clientv3.WithLease(leases[i]))
-				case "keepalive":
-					if err = streams[i].Send(&pb.LeaseKeepAliveRequest{ID: int64(leases[i])}); err == nil {
-						_, err = streams[i].Recv()
-					}
-				case "get":
-					_, err = c.Get(ctx, fmt.Sprintf("bench/%s/get/%d/%d", run, i, n%100))
-				default:
-					err = fmt.Errorf("unknown workload %q", w)
+				logf("%s, round %d of %d: %s", topo.Name, r, cfg.rounds, system)
+				var res []result
+				if system == "concord" {
+					res, err = runConcord(ctx, cfg, pp, dir, topo.Nodes)
+				} else {
+					res, err = runEtcd(ctx, cfg, pp, dir, topo.Nodes)
 				}
 				if err != nil {
-					errs[i]++
-					if errs[i] > 1000 {
-						return
-					}
-					continue
+					return fmt.Errorf("%s, round %d, %s: %w", topo.Name, r, system, err)
 				}
-				lats[i] = append(lats[i], time.Since(t0))
+				os.RemoveAll(dir)
+				for _, x := range res {
+					rep.errors += x.Errors
+				}
+				rd.Results = append(rd.Results, res...)
 			}
-		}(i, c)
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	var all []time.Duration
-	total := 0
-	for i := range lats {
-		all = append(all, lats[i]...)
-		total += errs[i]
-	}
-	sort.Slice(all, func(a, b int) bool { return all[a] < all[b] })
-	p := func(q float64) float64 {
-		if len(all) == 0 {
-			return 0
+			tr.Rounds = append(tr.Rounds, rd)
 		}
-		return float64(all[int(float64(len(all)-1)*q)]) / 1e6
+		tr.summarize(cfg.workloads)
+		rep.Topologies = append(rep.Topologies, tr)
 	}
-	fmt.Printf("%-10s %10d %10.0f %9.2f %9.2f %9.2f %7d\n", w, len(all), float64(len(all))/elapsed.Seconds(), p(0.5), p(0.99), p(0.999), total)
+	rep.elapsed = time.Since(rep.started)
+	doc, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	doc = append(doc, '\n')
+	if cfg.jsonFile != "" {
+		if err := os.WriteFile(cfg.jsonFile, doc, 0o644); err != nil {
+			return fmt.Errorf("--json-file: %w", err)
+		}
+	}
+	switch {
+	case cfg.jsonOut:
+		if _, err := os.Stdout.Write(doc); err != nil {
+			return err
+		}
+	case cfg.markdown:
+		rep.printMarkdown(os.Stdout)
+	default:
+		rep.printTable(os.Stdout)
+	}
+	if rep.errors > 0 {
+		return errFailedRequests
+	}
 	return nil
+}
+
+// runConcord starts fresh Concord servers, runs every workload and then
+// the echo floor on their bus, and stops them.
+func runConcord(ctx context.Context, cfg *config, pp *ports, dir string, n int) (res []result, err error) {
+	s, err := startConcord(ctx, cfg, pp, dir, n)
+	defer func() { err = errors.Join(err, s.stop()) }()
+	if err != nil {
+		return nil, err
+	}
+	load, err := newConcordLoad(cfg, s.urls)
+	if err != nil {
+		return nil, err
+	}
+	defer load.close()
+	for _, w := range cfg.workloads {
+		ops, err := load.setup(ctx, w)
+		if err != nil {
+			return nil, fmt.Errorf("%s: setup: %w", w, err)
+		}
+		r, err := measure(ctx, cfg, "concord", w, ops, s.procs)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", w, err)
+		}
+		if err := s.alive(); err != nil {
+			return nil, err
+		}
+		res = append(res, r)
+	}
+	// The echo responder subscribes on the leader's server, where
+	// Concord's own subscriptions are, so requests cross the same routes.
+	echo, err := startEcho(ctx, dir, s.urls[s.leader])
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, echo.stop()) }()
+	ops, err := load.setup(ctx, "echo")
+	if err != nil {
+		return nil, fmt.Errorf("echo: setup: %w", err)
+	}
+	// The bus is Concord's embedded NATS: its processes' CPU counts too.
+	r, err := measure(ctx, cfg, "echo", "keepalive", ops, append([]*proc{echo}, s.procs...))
+	if err != nil {
+		return nil, fmt.Errorf("echo: %w", err)
+	}
+	if err := errors.Join(s.alive(), echo.exited()); err != nil {
+		return nil, err
+	}
+	return append(res, r), nil
+}
+
+// runEtcd starts fresh etcd members, runs every workload, and stops them.
+func runEtcd(ctx context.Context, cfg *config, pp *ports, dir string, n int) (res []result, err error) {
+	s, err := startEtcd(ctx, cfg, pp, dir, n)
+	defer func() { err = errors.Join(err, s.stop()) }()
+	if err != nil {
+		return nil, err
+	}
+	load, err := newEtcdLoad(cfg, s.urls)
+	if err != nil {
+		return nil, err
+	}
+	defer load.close()
+	for _, w := range cfg.workloads {
+		ops, err := load.setup(ctx, w)
+		if err != nil {
+			return nil, fmt.Errorf("%s: setup: %w", w, err)
+		}
+		r, err := measure(ctx, cfg, "etcd", w, ops, s.procs)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", w, err)
+		}
+		if err := s.alive(); err != nil {
+			return nil, err
+		}
+		res = append(res, r)
+	}
+	return res, nil
 }
