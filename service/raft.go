@@ -37,6 +37,11 @@ func checkNodeID(dir, id string) error {
 	return nil
 }
 
+// logCacheSize is how many recent log entries Raft keeps in memory: more
+// than one full append batch (MaxAppendEntries), so that replication and
+// apply of what was just written never read the disk.
+const logCacheSize = 2048
+
 // startRaft opens the stores, creates the transport and Raft, and then
 // either bootstraps a new cluster (first start, unless joining), or starts
 // asking the cluster on the bus to add this node (joining).
@@ -145,7 +150,14 @@ func (s *Service) startRaft() error {
 		return fmt.Errorf("read the raft log: %w", err)
 	}
 	s.sm.countFrom = last
-	r, err := raft.NewRaft(conf, s.sm, store, store, snaps, s.trans)
+	// Recent entries stay in memory: the leader reads each entry back to
+	// send it to the followers, and every node reads it again to apply it;
+	// without the cache each of those is a read from the segment file.
+	logs, err := raft.NewLogCache(logCacheSize, store)
+	if err != nil {
+		return fmt.Errorf("raft log cache: %w", err)
+	}
+	r, err := raft.NewRaft(conf, s.sm, logs, store, snaps, s.trans)
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}
