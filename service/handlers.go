@@ -154,9 +154,10 @@ func (s *Service) serve(m *nats.Msg, h handlerFunc) (reply any, e *schema.Error)
 			reply, e = nil, schema.Errorf(schema.ErrInternal, "the request could not be handled")
 		}
 	}()
-	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.ApplyTimeout)
-	defer cancel()
-	return h(ctx, m)
+	// Writes are bounded by raft.Apply's own timeout, so only reads make a
+	// deadline of their own (readNow): a timer per request showed in the
+	// keep-alive profile.
+	return h(s.ctx, m)
 }
 
 // propose stamps a command with the lease clock, appends it to the Raft log
@@ -322,6 +323,8 @@ func idempotencyKey(m *nats.Msg, bodyKey string) (string, *schema.Error) {
 // remaining lease time is measured.
 func (s *Service) readNow(ctx context.Context, serializable bool) (int64, *schema.Error) {
 	if !serializable {
+		ctx, cancel := context.WithTimeout(ctx, s.cfg.ApplyTimeout)
+		defer cancel()
 		if e := s.reads.wait(ctx); e != nil {
 			return 0, e
 		}
