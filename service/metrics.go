@@ -6,7 +6,6 @@ import (
 	"time"
 
 	gometrics "github.com/hashicorp/go-metrics"
-	gmprom "github.com/hashicorp/go-metrics/prometheus"
 	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
 	walmetrics "github.com/hashicorp/raft-wal/metrics"
@@ -286,22 +285,19 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 // process, so every node in a process (tests run several) shares it.
 var (
 	raftSinkOnce sync.Once
-	raftSinkVal  *gmprom.PrometheusSink
+	raftSinkVal  *goMetricsSink
 )
 
+// raftSink returns the process's one go-metrics sink (go-metrics' global is
+// one per process), which every node registers in its registry.
 func raftSink() prometheus.Collector {
 	raftSinkOnce.Do(func() {
-		// A registry of its own: the sink registers itself, and each node
-		// then registers the sink in its registry as a plain collector.
-		sink, err := gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{Registerer: prometheus.NewRegistry()})
-		if err != nil {
-			panic(err) // only fails when the throwaway registry refuses it
-		}
+		sink := newGoMetricsSink()
 		conf := gometrics.DefaultConfig("")
 		conf.EnableHostname = false
 		conf.EnableRuntimeMetrics = false
 		if _, err := gometrics.NewGlobal(conf, sink); err != nil {
-			panic(err)
+			panic(err) // only on a bad configuration, which this is not
 		}
 		raftSinkVal = sink
 	})
