@@ -116,7 +116,7 @@ bench-etcd: build
 # `make fuzz` for a longer search. New crashers land in testdata/fuzz and
 # then run as plain tests.
 FUZZTIME ?= 60s
-FUZZ_TARGETS := ./service:FuzzDecodeRequest ./fsm:FuzzDecodeApply ./fsm:FuzzDecodeApplyTxn
+FUZZ_TARGETS := ./service:FuzzDecodeRequest ./service:FuzzFastDecode ./fsm:FuzzDecodeApply ./fsm:FuzzDecodeApplyTxn
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

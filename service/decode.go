@@ -152,10 +152,15 @@ func compactJSON(raw json.RawMessage) json.RawMessage {
 
 func (s *Service) decodeGrant(data []byte) (*fsm.Grant, *schema.Error) {
 	var req schema.LeaseGrantRequest
-	if e := decodeStrict(data, &req); e != nil {
+	hasTTL := true
+	if f, ok := decodeIntObject(data, "ttl", "id"); ok {
+		req.TTL, req.ID, hasTTL = f.val[0], f.val[1], f.present[0]
+	} else if e := decodeStrict(data, &req); e != nil {
 		return nil, e
+	} else {
+		hasTTL = req.TTL != 0 || hasMember(data, "ttl")
 	}
-	if req.TTL == 0 && !hasMember(data, "ttl") {
+	if !hasTTL {
 		return nil, invalid("ttl is required: the lease's time to live in whole seconds, at least %s", seconds(s.cfg.MinTTL))
 	}
 	if e := s.checkTTL("ttl", req.TTL); e != nil {
@@ -182,7 +187,12 @@ func (s *Service) decodeGrant(data []byte) (*fsm.Grant, *schema.Error) {
 
 func (s *Service) decodeKeepAlive(data []byte) (*fsm.KeepAlive, *schema.Error) {
 	var req schema.LeaseKeepAliveRequest
-	if e := decodeStrict(data, &req); e != nil {
+	if f, ok := decodeIntObject(data, "id", "ttl"); ok {
+		req.ID = f.val[0]
+		if f.present[1] {
+			req.TTL = &f.val[1]
+		}
+	} else if e := decodeStrict(data, &req); e != nil {
 		return nil, e
 	}
 	if e := checkLeaseID("id", req.ID); e != nil {
