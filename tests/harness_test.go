@@ -25,14 +25,26 @@ import (
 // binPath is the concord binary built once for the whole run.
 var binPath string
 
+// exiting is held by whichever of TestMain's end and its signal handler
+// exits the process, so that the other cannot exit first with its own
+// status (once the handler has killed the children, the tests may finish
+// and pass).
+var exiting sync.Mutex
+
 func TestMain(m *testing.M) {
 	// Interrupted (Ctrl-C, or a CI runner's SIGTERM): the children have
 	// process groups of their own, so the terminal's signal does not reach
-	// them; kill them and every descendant before going.
+	// them; kill them and every descendant before going. A signal ignored
+	// from the start (a background job's SIGINT) stays ignored.
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	for _, sig := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		if !signal.Ignored(sig) {
+			signal.Notify(sigs, sig)
+		}
+	}
 	go func() {
 		sig := <-sigs
+		exiting.Lock()
 		killAllProcs()
 		fmt.Fprintf(os.Stderr, "tests: %v: killed every process the tests started\n", sig)
 		os.Exit(1)
@@ -43,6 +55,7 @@ func TestMain(m *testing.M) {
 	} else {
 		code = buildAndRun(m)
 	}
+	exiting.Lock()
 	// Every test's Cleanup has killed what it started; anything alive with
 	// one of this binary's markers escaped that, and fails the run.
 	for _, l := range killAllProcs() {

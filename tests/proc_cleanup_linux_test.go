@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"runtime"
 	"strconv"
 	"strings"
@@ -209,7 +210,7 @@ func startHelper(t *testing.T, mode string, words ...string) (*proc, *lockedBuff
 // The test binary's children die with it: killed (SIGKILL, as the go
 // command does to a binary past its timeout), its direct children get
 // their Pdeathsig; interrupted (SIGINT, SIGTERM), TestMain kills them and
-// their descendants before it exits.
+// their descendants and exits 1, even though its tests then pass.
 func TestProcChildrenDieWithTheTestBinary(t *testing.T) {
 	t.Run("SIGKILL", func(t *testing.T) {
 		p, _, _, pids := startHelper(t, "spawn", "child", "grandchild")
@@ -222,18 +223,24 @@ func TestProcChildrenDieWithTheTestBinary(t *testing.T) {
 		// now: this test's Cleanup kills it, and for a real run the check
 		// at the end of make test would.
 	})
-	t.Run("SIGINT", func(t *testing.T) {
-		p, _, stderr, pids := startHelper(t, "spawn", "child", "grandchild")
-		if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
-			t.Fatal(err)
-		}
-		var ee *exec.ExitError
-		if err := p.wait(); !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(stderr.String(), "killed every process") {
-			t.Fatalf("interrupted binary: %v, stderr %q", err, stderr.String())
-		}
-		waitGone(t, "the interrupted binary's child", pids["child"], p.marker)
-		waitGone(t, "the interrupted binary's grandchild", pids["grandchild"], p.marker)
-	})
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			if signal.Ignored(sig) {
+				// Inherited by the child too, which then ignores it.
+				t.Skipf("%v is ignored in this process (a background job's SIGINT)", sig)
+			}
+			p, _, stderr, pids := startHelper(t, "spawn", "child", "grandchild")
+			if err := p.cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			var ee *exec.ExitError
+			if err := p.wait(); !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(stderr.String(), "killed every process") {
+				t.Fatalf("binary after %v: %v, stderr %q", sig, err, stderr.String())
+			}
+			waitGone(t, "the child", pids["child"], p.marker)
+			waitGone(t, "the grandchild", pids["grandchild"], p.marker)
+		})
+	}
 }
 
 // A process that outlives the test binary's tests fails the binary, which
