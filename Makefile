@@ -10,7 +10,7 @@ RACE_PKGS       := ./fsm/... ./subjects/... ./schema/... ./service/... ./client/
 CLUSTER_DIR     := $(CURDIR)/cluster-data
 CLUSTER_ROUTES  := nats://127.0.0.1:6222,nats://127.0.0.1:6223,nats://127.0.0.1:6224
 
-.PHONY: build run cluster cluster-stop test lint unit blackbox tools bench bench-etcd fuzz fuzz-short clean
+.PHONY: build run cluster cluster-stop test test-steps lint unit blackbox tools bench bench-etcd fuzz fuzz-short clean
 
 build:
 	$(GO) build -o $(BIN)/concord ./cmd/concord
@@ -40,7 +40,17 @@ cluster: build
 cluster-stop:
 	@for f in $(CLUSTER_DIR)/*.pid; do [ -f "$$f" ] && kill $$(cat $$f) 2>/dev/null; rm -f "$$f"; done; true
 
-test: lint unit fuzz-short blackbox
+# The steps run under a marker, CONCORD_TEST_RUN, that every process they
+# start inherits; at the end, whether the steps passed or not,
+# tests/leftovers.sh lists, kills and fails on any process of the run that
+# is still alive.
+test:
+	@run=concord-test-$$$$-$$(date +%s%N); status=0; \
+	  CONCORD_TEST_RUN=$$run $(MAKE) --no-print-directory test-steps || status=$$?; \
+	  bash tests/leftovers.sh $$run || status=1; \
+	  exit $$status
+
+test-steps: lint unit fuzz-short blackbox
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

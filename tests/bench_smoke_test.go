@@ -5,10 +5,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // benchLine is one --json result line of concord bench.
@@ -28,9 +28,9 @@ type benchLine struct {
 func runBenchJSON(t *testing.T, args ...string) map[string]benchLine {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(binPath, append([]string{"bench", "--json"}, args...)...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	p := newProc(t, 2*time.Minute, binPath, append([]string{"bench", "--json"}, args...)...)
+	p.cmd.Stdout, p.cmd.Stderr = &stdout, &stderr
+	if err := p.run(); err != nil {
 		t.Fatalf("concord bench %v: %v\nstdout:\n%s\nstderr:\n%s", args, err, stdout.Bytes(), stderr.Bytes())
 	}
 	if stderr.Len() > 0 {
@@ -117,8 +117,8 @@ func TestBenchSmoke(t *testing.T) {
 // fail with a message before anything is sent.
 func TestBenchSmokeTableAndUsage(t *testing.T) {
 	n := startNode(t, nodeOpts{})
-	out, err := exec.Command(binPath, "bench", "--url", n.natsURL, "--duration", "100ms", "--clients", "1",
-		"--keepalive-batch", "3", "keepalive-batch", "get-serializable").CombinedOutput()
+	out, err := newProc(t, time.Minute, binPath, "bench", "--url", n.natsURL, "--duration", "100ms", "--clients", "1",
+		"--keepalive-batch", "3", "keepalive-batch", "get-serializable").combinedOutput()
 	if err != nil {
 		t.Fatalf("concord bench: %v\n%s", err, out)
 	}
@@ -136,7 +136,7 @@ func TestBenchSmokeTableAndUsage(t *testing.T) {
 		{[]string{"--keepalive-batch", "0", "keepalive-batch"}, "--keepalive-batch: 0"},
 		{[]string{"--clients", "0"}, "--clients: 0"},
 	} {
-		out, err := exec.Command(binPath, append([]string{"bench", "--url", n.natsURL}, tc.args...)...).CombinedOutput()
+		out, err := newProc(t, time.Minute, binPath, append([]string{"bench", "--url", n.natsURL}, tc.args...)...).combinedOutput()
 		if err == nil || !strings.Contains(string(out), tc.want) {
 			t.Errorf("concord bench %v: %v, output %q, want an error with %q", tc.args, err, out, tc.want)
 		}

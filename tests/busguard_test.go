@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,12 +27,9 @@ import (
 // combined output.
 func runConcord(t *testing.T, timeout time.Duration, args ...string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binPath, args...)
-	cmd.WaitDelay = 5 * time.Second
-	out, err := cmd.CombinedOutput()
-	if ctx.Err() != nil {
+	p := newProc(t, timeout, binPath, args...)
+	out, err := p.combinedOutput()
+	if p.timedOut() {
 		t.Fatalf("concord %s still ran after %s:\n%s", strings.Join(args, " "), timeout, tail(string(out), 20))
 	}
 	return string(out), err
@@ -65,14 +61,9 @@ func requestOnce(nc *nats.Conn, subject string, body any, timeout time.Duration)
 func burnCPU(t *testing.T) {
 	t.Helper()
 	for range runtime.NumCPU() {
-		cmd := exec.CommandContext(t.Context(), "sh", "-c", "while :; do :; done")
-		if err := cmd.Start(); err != nil {
+		if err := newProc(t, 0, "sh", "-c", "while :; do :; done").start(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		})
 	}
 }
 

@@ -2,7 +2,6 @@ package tests
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -78,15 +77,13 @@ func (r cliResult) String() string {
 // run runs concord with args and stdin and returns what it did.
 func (c *cli) run(stdin string, args ...string) cliResult {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binPath, args...)
-	cmd.Env = c.env
-	cmd.Stdin = strings.NewReader(stdin)
+	p := newProc(c.t, 30*time.Second, binPath, args...)
+	p.cmd.Env = c.env
+	p.cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
+	p.cmd.Stdout, p.cmd.Stderr = &stdout, &stderr
+	p.cmd.WaitDelay = 5 * time.Second
+	err := p.run()
 	r := cliResult{stdout: stdout.String(), stderr: stderr.String()}
 	var ee *exec.ExitError
 	switch {
@@ -148,16 +145,17 @@ type bgCLI struct {
 func (c *cli) start(args ...string) *bgCLI {
 	c.t.Helper()
 	b := &bgCLI{t: c.t, args: args, done: make(chan struct{})}
-	b.cmd = exec.Command(binPath, args...)
+	p := newProc(c.t, 0, binPath, args...)
+	b.cmd = p.cmd
 	b.cmd.Env = c.env
 	b.cmd.Stdout, b.cmd.Stderr = &b.stdout, &b.stderr
 	b.cmd.WaitDelay = 5 * time.Second
-	if err := b.cmd.Start(); err != nil {
+	if err := p.start(); err != nil {
 		c.t.Fatal(err)
 	}
 	go func() {
 		defer close(b.done)
-		err := b.cmd.Wait()
+		err := p.wait()
 		var ee *exec.ExitError
 		switch {
 		case err == nil:
@@ -168,7 +166,7 @@ func (c *cli) start(args ...string) *bgCLI {
 		}
 	}()
 	c.t.Cleanup(func() {
-		_ = b.cmd.Process.Kill()
+		p.kill()
 		<-b.done
 		if c.t.Failed() {
 			c.t.Logf("concord %q: stdout %q, stderr %q", args, b.stdout.String(), b.stderr.String())

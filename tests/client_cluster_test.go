@@ -1,11 +1,9 @@
 package tests
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -178,8 +176,8 @@ func TestMutexContentionAcrossProcesses(t *testing.T) {
 		wg.Add(1)
 		go func(p int) {
 			defer wg.Done()
-			out, err := exec.Command(worker, "-url", strings.Join(cl.urls, ","), "-name", "locks.contended",
-				"-workers", "4", "-duration", "30s", "-ttl", "5s").CombinedOutput()
+			out, err := newProc(t, 3*time.Minute, worker, "-url", strings.Join(cl.urls, ","), "-name", "locks.contended",
+				"-workers", "4", "-duration", "30s", "-ttl", "5s").combinedOutput()
 			results[p] = string(out)
 			if err != nil {
 				t.Errorf("worker %d: %v\n%s", p, err, out)
@@ -217,7 +215,7 @@ func lastLine(s string) string {
 func buildLockworker(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "lockworker")
-	if out, err := exec.Command("go", "build", "-o", path, "./lockworker").CombinedOutput(); err != nil {
+	if out, err := newProc(t, 0, "go", "build", "-o", path, "./lockworker").combinedOutput(); err != nil {
 		t.Fatalf("build lockworker: %v\n%s", err, out)
 	}
 	return path
@@ -228,20 +226,22 @@ func buildLockworker(t *testing.T) string {
 func TestKilledHolderFreesLock(t *testing.T) {
 	cl := startCluster(t, 3)
 	worker := buildLockworker(t)
-	holder := exec.Command(worker, "-url", strings.Join(cl.urls, ","), "-name", "locks.held", "-hold", "-ttl", "2s")
-	out, err := holder.StdoutPipe()
-	if err != nil {
+	holder := newProc(t, 0, worker, "-url", strings.Join(cl.urls, ","), "-name", "locks.held", "-hold", "-ttl", "2s")
+	var out, errOut lockedBuffer
+	holder.cmd.Stdout, holder.cmd.Stderr = &out, &errOut
+	if err := holder.start(); err != nil {
 		t.Fatal(err)
 	}
-	if err := holder.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "holding") {
-		t.Fatalf("holder: %q %v", line, err)
-	}
-	holder.Process.Kill()
-	holder.Wait()
+	checkFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+		if holder.exited() {
+			t.Fatalf("holder exited: %v\n%s%s", holder.wait(), out.String(), errOut.String())
+		}
+		if !strings.HasPrefix(out.String(), "holding") {
+			return fmt.Errorf("holder printed %q", out.String())
+		}
+		return nil
+	})
+	holder.kill()
 	killed := time.Now()
 
 	c := clusterClient(t, cl.urls...)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -38,9 +37,13 @@ func TestClusterFormsAndRefusesStrangers(t *testing.T) {
 	// A fourth node told to bootstrap on this bus refuses.
 	routes := strings.Split(argAfter(c.nodes[0].args, "--nats-routes"), ",")
 	dir := t.TempDir()
-	out, err := exec.Command(binPath, "serve", "--node-id", "n4", "--data-dir", filepath.Join(dir, "d4"),
+	second := newProc(t, 60*time.Second, binPath, "serve", "--node-id", "n4", "--data-dir", filepath.Join(dir, "d4"),
 		"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--nats-listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		"--nats-cluster", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--nats-routes", strings.Join(routes, ","), "--bootstrap").CombinedOutput()
+		"--nats-cluster", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--nats-routes", strings.Join(routes, ","), "--bootstrap")
+	out, err := second.combinedOutput()
+	if second.timedOut() {
+		t.Fatalf("a second bootstrap on the bus kept running for 60 s:\n%s", tail(string(out), 10))
+	}
 	if err == nil || !strings.Contains(string(out), "already serves this NATS bus") || !strings.Contains(string(out), st.ClusterID) {
 		t.Fatalf("second bootstrap: err %v\n%s", err, tail(string(out), 10))
 	}
@@ -53,22 +56,13 @@ func TestClusterFormsAndRefusesStrangers(t *testing.T) {
 	args := []string{"serve", "--node-id", "n5", "--data-dir", foreign.dataDir,
 		"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--nats-listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
 		"--nats-cluster", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--nats-routes", strings.Join(routes, ","), "--join"}
-	cmd := exec.Command(binPath, args...)
-	outBuf := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = outBuf, outBuf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	joiner := newProc(t, 30*time.Second, binPath, args...)
+	out, err = joiner.combinedOutput()
+	if joiner.timedOut() {
+		t.Fatalf("a node of another cluster kept running for 30 s after asking to join:\n%s", tail(string(out), 10))
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(outBuf.String(), "belongs to cluster") {
-			t.Fatalf("foreign join: err %v\n%s", err, tail(outBuf.String(), 10))
-		}
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("a node of another cluster kept running after asking to join:\n%s", tail(outBuf.String(), 10))
+	if err == nil || !strings.Contains(string(out), "belongs to cluster") {
+		t.Fatalf("foreign join: err %v\n%s", err, tail(string(out), 10))
 	}
 	if got := c.waitMembers(3, 10*time.Second); len(got.Members) != 3 {
 		t.Fatalf("members after the refusals: %+v", got.Members)
@@ -332,8 +326,8 @@ func TestClusterOnExternalNATS(t *testing.T) {
 	}
 	c.waitConverged(3, 20*time.Second)
 	// A node with the wrong password does not start.
-	out, err := exec.Command(binPath, "serve", "--node-id", "n4", "--data-dir", filepath.Join(dir, "d4"), "--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		"--nats-url", url, "--nats-user", "concord", "--nats-password", "wrong", "--join").CombinedOutput()
+	out, err := newProc(t, 60*time.Second, binPath, "serve", "--node-id", "n4", "--data-dir", filepath.Join(dir, "d4"), "--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"--nats-url", url, "--nats-user", "concord", "--nats-password", "wrong", "--join").combinedOutput()
 	if err == nil || !strings.Contains(strings.ToLower(string(out)), "authorization") {
 		t.Fatalf("wrong password: err %v\n%s", err, tail(string(out), 5))
 	}

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -126,7 +127,7 @@ func systemdAnalyze(t *testing.T) string {
 func TestDeploySystemdVerify(t *testing.T) {
 	sa := systemdAnalyze(t)
 	_, path := unitWithBinary(t)
-	out, err := exec.Command(sa, "verify", "--man=no", path).CombinedOutput()
+	out, err := newProc(t, time.Minute, sa, "verify", "--man=no", path).combinedOutput()
 	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
 		t.Fatalf("systemd-analyze verify %s: %v\n%s", unitPath, err, out)
 	}
@@ -170,7 +171,7 @@ func TestDeploySystemdHardening(t *testing.T) {
 	}
 	sa := systemdAnalyze(t)
 	_, path := unitWithBinary(t)
-	out, err := exec.Command(sa, "security", "--offline=yes", "--threshold=15", "--no-pager", path).CombinedOutput()
+	out, err := newProc(t, time.Minute, sa, "security", "--offline=yes", "--threshold=15", "--no-pager", path).combinedOutput()
 	if err != nil {
 		t.Fatalf("systemd-analyze security: exposure above 1.5 (%v):\n%s", err, out)
 	}
@@ -328,7 +329,7 @@ func TestDeploySystemdExecStart(t *testing.T) {
 // refusal (exit 2, nothing executed) for what it cannot decide.
 func TestDeployPodstart(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "podstart")
-	if out, err := exec.Command("go", "build", "-o", bin, "../deploy/podstart").CombinedOutput(); err != nil {
+	if out, err := newProc(t, 0, "go", "build", "-o", bin, "../deploy/podstart").combinedOutput(); err != nil {
 		t.Fatalf("build podstart: %v\n%s", err, out)
 	}
 	echo, err := exec.LookPath("echo")
@@ -336,10 +337,11 @@ func TestDeployPodstart(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := func(pod string, args ...string) (string, int) {
-		cmd := exec.Command(bin, args...)
-		cmd.Env = append(os.Environ(), "CONCORD_BIN="+echo, "POD_NAME="+pod)
-		out, err := cmd.Output()
-		if ee, ok := err.(*exec.ExitError); ok {
+		p := newProc(t, 30*time.Second, bin, args...)
+		p.cmd.Env = append(p.cmd.Env, "CONCORD_BIN="+echo, "POD_NAME="+pod)
+		out, err := p.output()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.Exited() {
 			return string(out), ee.ExitCode()
 		} else if err != nil {
 			t.Fatal(err)

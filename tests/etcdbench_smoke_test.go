@@ -3,7 +3,6 @@ package tests
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,12 +38,10 @@ func etcdbench(t *testing.T) string {
 	t.Helper()
 	etcdbenchOnce.Do(func() {
 		path := filepath.Join(filepath.Dir(binPath), "etcdbench")
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
 		for _, args := range [][]string{{"vet", "./..."}, {"test", "-count=1", "./..."}, {"build", "-o", path, "."}} {
-			cmd := exec.CommandContext(ctx, "go", args...)
-			cmd.Dir = "etcdbench"
-			if out, err := cmd.CombinedOutput(); err != nil {
+			p := newProc(t, 10*time.Minute, "go", args...)
+			p.cmd.Dir = "etcdbench"
+			if out, err := p.combinedOutput(); err != nil {
 				etcdbenchErr = "go " + strings.Join(args, " ") + " in tests/etcdbench: " + err.Error() + "\n" + string(out)
 				return
 			}
@@ -121,16 +118,16 @@ type ebRun struct {
 // process is killed at cleanup whatever happened.
 func startEtcdbench(t *testing.T, args ...string) *ebRun {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	r := &ebRun{tmp: t.TempDir(), done: make(chan struct{})}
-	r.cmd = exec.CommandContext(ctx, etcdbench(t), args...)
+	p := newProc(t, 8*time.Minute, etcdbench(t), args...)
+	r.cmd = p.cmd
 	r.cmd.Env = append(os.Environ(), "TMPDIR="+r.tmp)
 	r.cmd.Stdout = &r.stdout
 	stderr, err := r.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.cmd.Start(); err != nil {
+	if err := p.start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() {
@@ -141,11 +138,11 @@ func startEtcdbench(t *testing.T, args ...string) *ebRun {
 			r.mu.Unlock()
 		}
 		_, _ = io.Copy(io.Discard, stderr)
-		r.err = r.cmd.Wait()
+		r.err = p.wait()
 		close(r.done)
 	}()
 	t.Cleanup(func() {
-		cancel()
+		p.kill()
 		<-r.done
 		if t.Failed() {
 			t.Logf("etcdbench stderr:\n%s", r.errText())

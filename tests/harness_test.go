@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,22 +25,65 @@ import (
 // binPath is the concord binary built once for the whole run.
 var binPath string
 
+// exiting is held by whichever of TestMain's end and its signal handler
+// exits the process, so that the other cannot exit first with its own
+// status (once the handler has killed the children, the tests may finish
+// and pass).
+var exiting sync.Mutex
+
 func TestMain(m *testing.M) {
+	// Interrupted (Ctrl-C, or a CI runner's SIGTERM): the children have
+	// process groups of their own, so the terminal's signal does not reach
+	// them; kill them and every descendant before going. A signal ignored
+	// from the start (a background job's SIGINT) stays ignored.
+	sigs := make(chan os.Signal, 1)
+	for _, sig := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		if !signal.Ignored(sig) {
+			signal.Notify(sigs, sig)
+		}
+	}
+	go func() {
+		sig := <-sigs
+		exiting.Lock()
+		killAllProcs()
+		fmt.Fprintf(os.Stderr, "tests: %v: killed every process the tests started\n", sig)
+		os.Exit(1)
+	}()
+	code := 0
+	if os.Getenv(procHelperVar) != "" {
+		code = m.Run() // a child for TestProc*: no concord binary needed
+	} else {
+		code = buildAndRun(m)
+	}
+	exiting.Lock()
+	// Every test's Cleanup has killed what it started; anything alive with
+	// one of this binary's markers escaped that, and fails the run.
+	for _, l := range killAllProcs() {
+		fmt.Fprintf(os.Stderr, "tests: a process outlived its test (killed now): %s\n", l)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// buildAndRun builds the concord binary into a temporary directory and
+// runs the tests.
+func buildAndRun(m *testing.M) int {
 	dir, err := os.MkdirTemp("", "concord-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return 1
 	}
+	defer os.RemoveAll(dir)
 	binPath = filepath.Join(dir, "concord")
-	build := exec.Command("go", "build", "-o", binPath, "../cmd/concord")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
+	build := newProc(nil, 10*time.Minute, "go", "build", "-o", binPath, "../cmd/concord")
+	build.cmd.Stdout, build.cmd.Stderr = os.Stdout, os.Stderr
+	if err := build.run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build concord:", err)
-		os.Exit(1)
+		return 1
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	return m.Run()
 }
 
 // checkFor polls f until it returns nil or timeout passes.
@@ -160,17 +204,18 @@ func (n *node) start() {
 	if n.bin != "" {
 		bin = n.bin
 	}
-	cmd := exec.Command(bin, n.args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
+	p := newProc(n.t, 0, bin, n.args...)
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	if err := p.start(); err != nil {
+		logf.Close()
 		n.t.Fatal(err)
 	}
 	done := make(chan struct{})
 	n.mu.Lock()
-	n.cmd, n.done = cmd, done
+	n.cmd, n.done = p.cmd, done
 	n.mu.Unlock()
 	go func() {
-		err := cmd.Wait()
+		err := p.wait()
 		logf.Close()
 		n.mu.Lock()
 		n.err = err

@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/concord-io/concord/subjects"
 )
@@ -70,7 +70,7 @@ func TestLogFormatJSON(t *testing.T) {
 }
 
 func TestLogFormatRefusesUnknown(t *testing.T) {
-	out, err := exec.Command(binPath, "serve", "--log-format", "xml", "--data-dir", t.TempDir()).CombinedOutput()
+	out, err := newProc(t, time.Minute, binPath, "serve", "--log-format", "xml", "--data-dir", t.TempDir()).combinedOutput()
 	if err == nil || !strings.Contains(string(out), "--log-format") {
 		t.Fatalf("concord serve --log-format xml: %v\n%s", err, out)
 	}

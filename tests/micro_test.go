@@ -2,11 +2,8 @@ package tests
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -32,14 +29,12 @@ type microData struct {
 // failed run (such as "no service instances found") with its stderr.
 func natsMicro(t *testing.T, url string, out any, args ...string) error {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	home := t.TempDir()
-	cmd := exec.CommandContext(ctx, "nats", append([]string{"--server", url, "--timeout", "2s", "micro"}, append(args, "--json")...)...)
-	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+home, "NATS_CONTEXT=", "NATS_URL=")
+	p := newProc(t, 30*time.Second, "nats", append([]string{"--server", url, "--timeout", "2s", "micro"}, append(args, "--json")...)...)
+	p.cmd.Env = append(p.cmd.Env, "HOME="+home, "XDG_CONFIG_HOME="+home, "NATS_CONTEXT=", "NATS_URL=")
 	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	p.cmd.Stdout, p.cmd.Stderr = &stdout, &stderr
+	if err := p.run(); err != nil {
 		return fmt.Errorf("nats micro %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	if err := json.Unmarshal(stdout.Bytes(), out); err != nil {
@@ -77,7 +72,7 @@ func microStats(t *testing.T, url string) (map[subjects.Endpoint]*micro.Endpoint
 // Schemas, and `nats micro stats` counts requests and error replies.
 func TestMicroDiscovery(t *testing.T) {
 	natsCLI(t)
-	out, err := exec.Command(binPath, "version").Output()
+	out, err := newProc(t, 30*time.Second, binPath, "version").output()
 	if err != nil {
 		t.Fatal(err)
 	}

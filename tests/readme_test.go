@@ -3,7 +3,6 @@ package tests
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"go/ast"
@@ -17,7 +16,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -81,14 +79,22 @@ func natsCLI(t *testing.T) {
 	}
 }
 
-// shell runs a README command with the nats CLI pointed at url and no user
-// configuration; it returns stdout.
+// shell prepares a README command with the nats CLI pointed at url and no
+// user configuration. It is shellProc's command, for callers that run it
+// with exec's own methods; shellProc's proc is the better way to run it.
 func shell(t *testing.T, url, command string) *exec.Cmd {
 	t.Helper()
+	return shellProc(t, url, command).cmd
+}
+
+// shellProc prepares a README command with the nats CLI pointed at url and
+// no user configuration, as a process of the test allowed two minutes.
+func shellProc(t *testing.T, url, command string) *proc {
+	t.Helper()
 	home := t.TempDir()
-	cmd := exec.Command("bash", "-c", command)
-	cmd.Env = append(os.Environ(), "NATS_URL="+url, "HOME="+home, "XDG_CONFIG_HOME="+home, "NATS_CONTEXT=")
-	return cmd
+	p := newProc(t, 2*time.Minute, "bash", "-c", command)
+	p.cmd.Env = append(p.cmd.Env, "NATS_URL="+url, "HOME="+home, "XDG_CONFIG_HOME="+home, "NATS_CONTEXT=")
+	return p
 }
 
 // sameJSON compares a reply with the README's version of it. Fields whose
@@ -174,15 +180,12 @@ func TestReadmeQuickstart(t *testing.T) {
 
 	// The watcher runs the README's command, stopping after the events it shows.
 	wantEvents := jsonLines(t, watch.steps[0].output)
-	sub := shell(t, n.natsURL, fmt.Sprintf("%s --count=%d", watch.steps[0].cmd, len(wantEvents)))
+	sub := shellProc(t, n.natsURL, fmt.Sprintf("%s --count=%d", watch.steps[0].cmd, len(wantEvents)))
 	subOut := &lockedBuffer{}
-	sub.Stdout, sub.Stderr = subOut, subOut
-	if err := sub.Start(); err != nil {
+	sub.cmd.Stdout, sub.cmd.Stderr = subOut, subOut
+	if err := sub.start(); err != nil {
 		t.Fatal(err)
 	}
-	subDone := make(chan error, 1)
-	go func() { subDone <- sub.Wait() }()
-	t.Cleanup(func() { sub.Process.Kill() })
 	// Wait until the CLI says it has subscribed, then give the
 	// subscription a moment to reach the server.
 	checkFor(t, 10*time.Second, 100*time.Millisecond, func() error {
@@ -197,8 +200,8 @@ func TestReadmeQuickstart(t *testing.T) {
 
 	// The lease expires 10 s after the keep-alive; the watcher then exits.
 	select {
-	case err := <-subDone:
-		if err != nil {
+	case <-sub.done:
+		if err := sub.wait(); err != nil {
 			t.Fatalf("nats sub: %v\n%s", err, subOut.String())
 		}
 	case <-time.After(20 * time.Second):
@@ -233,7 +236,7 @@ func runReadmeRequests(t *testing.T, n *node, block readmeBlock) {
 		if len(want) != 1 {
 			t.Fatalf("README step %q shows %d JSON replies, want 1", step.cmd, len(want))
 		}
-		out, err := shell(t, n.natsURL, step.cmd).Output()
+		out, err := shellProc(t, n.natsURL, step.cmd).output()
 		if err != nil {
 			t.Fatalf("%s: %v", step.cmd, err)
 		}
@@ -300,26 +303,27 @@ func TestReadmeClusterFailover(t *testing.T) {
 	for _, s := range block.steps {
 		script.WriteString(s.cmd + "\n")
 	}
-	cmd := exec.Command("bash", "-c", script.String())
-	cmd.Dir = ".."
+	cmd := newProc(t, 5*time.Minute, "bash", "-c", script.String())
+	cmd.cmd.Dir = ".."
 	home := t.TempDir()
-	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+home, "NATS_CONTEXT=")
+	cmd.cmd.Env = append(cmd.cmd.Env, "HOME="+home, "XDG_CONFIG_HOME="+home, "NATS_CONTEXT=")
 	// make builds with go: keep its caches where they are, not under the
 	// temporary HOME that isolates the nats CLI from the user's contexts.
 	for _, v := range []string{"GOPATH", "GOCACHE", "GOMODCACHE"} {
-		out, err := exec.Command("go", "env", v).Output()
+		out, err := newProc(t, time.Minute, "go", "env", v).output()
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd.Env = append(cmd.Env, v+"="+strings.TrimSpace(string(out)))
+		cmd.cmd.Env = append(cmd.cmd.Env, v+"="+strings.TrimSpace(string(out)))
 	}
+	// Runs before the script's own Cleanup, which kills whatever this left.
 	t.Cleanup(func() {
-		stop := exec.Command("make", "-s", "cluster-stop")
-		stop.Dir = ".."
-		stop.Run()
+		stop := newProc(t, time.Minute, "make", "-s", "cluster-stop")
+		stop.cmd.Dir = ".."
+		_ = stop.run()
 		os.RemoveAll("../cluster-data")
 	})
-	out, err := cmd.CombinedOutput()
+	out, err := cmd.combinedOutput()
 	if err != nil {
 		t.Fatalf("README cluster script: %v\n%s", err, out)
 	}
@@ -356,9 +360,9 @@ func TestReadmeCLILock(t *testing.T) {
 		t.Fatalf("README cli-lock block not found or changed shape: %d steps", len(block.steps))
 	}
 	n := startNode(t, nodeOpts{})
-	cmd := shell(t, n.natsURL, block.steps[0].cmd)
-	cmd.Env = append(cmd.Env, "PATH="+filepath.Dir(binPath)+":"+os.Getenv("PATH"))
-	out, err := cmd.Output()
+	cmd := shellProc(t, n.natsURL, block.steps[0].cmd)
+	cmd.cmd.Env = append(cmd.cmd.Env, "PATH="+filepath.Dir(binPath)+":"+os.Getenv("PATH"))
+	out, err := cmd.output()
 	if err != nil {
 		t.Fatalf("%s: %v", block.steps[0].cmd, err)
 	}
@@ -462,20 +466,11 @@ func TestReadmeGoExamples(t *testing.T) {
 		return
 	}
 	slices.Sort(names)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-v", "-run", "^("+strings.Join(names, "|")+")$", "./client")
-	cmd.Dir = ".."
-	// go test runs the examples in a child process: end the whole group.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 10 * time.Second
-	t.Cleanup(func() {
-		if cmd.Process != nil {
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		}
-	})
-	out, err := cmd.CombinedOutput()
+	// go test runs the examples in a child process: newProc ends the whole
+	// group.
+	p := newProc(t, 5*time.Minute, "go", "test", "-count=1", "-v", "-run", "^("+strings.Join(names, "|")+")$", "./client")
+	p.cmd.Dir = ".."
+	out, err := p.combinedOutput()
 	if err != nil {
 		t.Fatalf("go test ./client -run the README's examples: %v\n%s", err, out)
 	}

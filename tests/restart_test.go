@@ -3,7 +3,6 @@ package tests
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -140,7 +139,7 @@ func TestDataDirBelongsToOneNode(t *testing.T) {
 	n.stop()
 	args := append([]string(nil), n.args...)
 	args = append(args, "--node-id", "other")
-	out, err := exec.Command(binPath, args...).CombinedOutput()
+	out, err := newProc(t, time.Minute, binPath, args...).combinedOutput()
 	if err == nil || !strings.Contains(string(out), `holds node "n1", not "other"`) {
 		t.Fatalf("start with another node id: err %v, output:\n%s", err, out)
 	}

@@ -2,7 +2,6 @@ package tests
 
 import (
 	"bytes"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -656,13 +655,11 @@ func TestExternalNATSTLSClientCert(t *testing.T) {
 // own, with an error, within 20 s; it returns the output and exit code.
 func runServeFails(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binPath, append([]string{"serve"}, args...)...)
+	p := newProc(t, 20*time.Second, binPath, append([]string{"serve"}, args...)...)
 	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	if ctx.Err() != nil {
+	p.cmd.Stdout, p.cmd.Stderr = &out, &out
+	err := p.run()
+	if p.timedOut() {
 		t.Fatalf("concord serve %q kept running:\n%s", args, tail(out.String(), 20))
 	}
 	var exit *exec.ExitError

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/moby/buildkit/frontend/dockerfile/instructions"
 	"github.com/moby/buildkit/frontend/dockerfile/linter"
@@ -84,9 +84,11 @@ func replayBuild(t *testing.T, d dockerfile, out string, args map[string]string)
 				t.Logf("not root: skipping RUN %s", line)
 				continue
 			}
-			cmd := exec.Command("sh", "-c", line)
-			cmd.Dir, cmd.Env = repoRoot, env
-			if b, err := cmd.CombinedOutput(); err != nil {
+			// A build on a loaded machine takes what it takes: the test
+			// binary's deadline bounds it.
+			cmd := newChild(t, 0, "sh", "-c", line)
+			cmd.cmd.Dir, cmd.cmd.Env = repoRoot, env
+			if b, err := cmd.combinedOutput(); err != nil {
 				t.Fatalf("RUN %s: %v\n%s", line, err, b)
 			}
 		}
@@ -136,7 +138,7 @@ func TestDockerfileBuild(t *testing.T) {
 		}
 		f.Close()
 	}
-	got, err := exec.Command(filepath.Join(out, "concord"), "version").CombinedOutput()
+	got, err := newChild(t, time.Minute, filepath.Join(out, "concord"), "version").combinedOutput()
 	if err != nil || !strings.Contains(string(got), version) {
 		t.Errorf("concord version: %q (%v), want %s", got, err, version)
 	}

@@ -34,10 +34,10 @@ func TestMain(m *testing.M) {
 	concordBin = filepath.Join(dir, "concord")
 	podstartBin = filepath.Join(dir, "podstart")
 	for bin, pkg := range map[string]string{concordBin: "./cmd/concord", podstartBin: "./deploy/podstart"} {
-		build := exec.Command("go", "build", "-o", bin, pkg)
-		build.Dir = repoRoot
-		build.Stdout, build.Stderr = os.Stdout, os.Stderr
-		if err := build.Run(); err != nil {
+		build := newChild(nil, 10*time.Minute, "go", "build", "-o", bin, pkg)
+		build.cmd.Dir = repoRoot
+		build.cmd.Stdout, build.cmd.Stderr = os.Stdout, os.Stderr
+		if err := build.run(); err != nil {
 			fmt.Fprintln(os.Stderr, "build", pkg, err)
 			os.Exit(1)
 		}
@@ -188,23 +188,22 @@ func startAs(t *testing.T, name string, argv []string, cred *syscall.Credential,
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = f, f
-	if cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	}
-	if err := cmd.Start(); err != nil {
+	c := newChild(t, 0, argv[0], argv[1:]...)
+	c.cmd.Env = append(os.Environ(), env...)
+	c.cmd.Stdout, c.cmd.Stderr = f, f
+	c.cmd.SysProcAttr.Credential = cred
+	if err := c.start(); err != nil {
+		f.Close()
 		t.Fatal(err)
 	}
-	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	p := &proc{name: name, cmd: c.cmd, log: logPath, done: make(chan struct{})}
 	go func() {
-		cmd.Wait()
+		c.wait()
 		f.Close()
 		close(p.done)
 	}()
 	t.Cleanup(func() {
-		cmd.Process.Kill()
+		c.kill()
 		<-p.done
 		if t.Failed() {
 			b, _ := os.ReadFile(logPath)
