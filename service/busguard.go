@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
@@ -168,33 +169,51 @@ func isNoResponders(m *nats.Msg) bool {
 // most one goes on.
 func (s *Service) checkBootstrap() error {
 	deadline := time.Now().Add(s.cfg.BootstrapWait)
-	isolated := true
+	settle := bootstrapSettle // an external bus: other servers may join it
 	if s.ns != nil {
 		links, err := s.waitNATSLinks(deadline)
 		if err != nil {
 			return err
 		}
-		isolated = links == 0
-	} else {
-		isolated = false // an external bus: other servers may join it
+		settle = embeddedSettle(s.nsOpts, links)
 	}
-	if err := s.checkBusEmpty(deadline, isolated); err != nil {
+	if err := s.checkBusEmpty(deadline, settle); err != nil {
 		return err
 	}
 	if err := s.serveNodeInfoSubjects(); err != nil {
 		return err
 	}
-	return s.checkBootstrapAlone(isolated)
+	return s.checkBootstrapAlone(settle)
+}
+
+// seedSettle is the settle time of an embedded server that listens for
+// routes, leaf nodes or gateways but dials none: the servers that route to
+// it retry about once a second, and until they are back, a cluster behind
+// them is unseen. It must outlast their retry.
+const seedSettle = 3 * time.Second
+
+// embeddedSettle is how long the probes of a bootstrap on the embedded
+// server must agree: not at all on a server with no links and no listener
+// for them (interest is local and exact), bootstrapSettle once every link
+// it dials is up, seedSettle when other servers may still dial in.
+func embeddedSettle(opts *server.Options, links int) time.Duration {
+	listens := opts.Cluster.Port != 0 || opts.LeafNode.Port != 0 || opts.Gateway.Port != 0
+	switch {
+	case links == 0 && !listens:
+		return 0
+	case links == 0:
+		return seedSettle
+	}
+	return bootstrapSettle
 }
 
 // checkBusEmpty probes P.cluster.nodes until the bus gives positive
 // evidence that no cluster serves it: "no responders" (nobody subscribes),
 // or answers only from nodes that belong to no cluster yet (joiners waiting
-// for one). On a single embedded server with no links, interest is local
-// and exact, so one such answer is the whole truth; otherwise the probes
-// must agree over bootstrapSettle, for interest from the routes to arrive.
-// A probe that gets no answer at all is unsure, and unsure means refuse.
-func (s *Service) checkBusEmpty(deadline time.Time, isolated bool) error {
+// for one), in probes that agree over settle (embeddedSettle), for
+// interest from other servers to arrive. A probe that gets no answer at
+// all is unsure, and unsure means refuse.
+func (s *Service) checkBusEmpty(deadline time.Time, settle time.Duration) error {
 	var first time.Time
 	unsure := "no probe has completed"
 	for {
@@ -215,7 +234,7 @@ func (s *Service) checkBusEmpty(deadline time.Time, isolated bool) error {
 			if first.IsZero() {
 				first = now
 			}
-			if isolated || now.Sub(first) >= bootstrapSettle {
+			if now.Sub(first) >= settle {
 				return nil
 			}
 		default:
@@ -230,15 +249,12 @@ func (s *Service) checkBusEmpty(deadline time.Time, isolated bool) error {
 }
 
 // checkBootstrapAlone runs once this node answers P.cluster.nodes as
-// "starting": it probes for bootstrapSettle (one gather time when isolated)
-// and refuses if another node is starting without a cluster, or a cluster
-// answers. Two nodes bootstrapping at once each see the other at least in
-// the later one's window, so at most one goes on.
-func (s *Service) checkBootstrapAlone(isolated bool) error {
-	span := bootstrapSettle
-	if isolated {
-		span = probeGather
-	}
+// "starting": it probes for settle (one gather time on a server without
+// links) and refuses if another node is starting without a cluster, or a
+// cluster answers. Two nodes bootstrapping at once each see the other at
+// least in the later one's window, so at most one goes on.
+func (s *Service) checkBootstrapAlone(settle time.Duration) error {
+	span := max(settle, probeGather)
 	r, err := s.listenNodes(span, bootstrapSettle/3)
 	if e := s.refuseBootstrap(r); e != nil {
 		return e
@@ -438,14 +454,14 @@ func (w *busWatch) answer(m *nats.Msg) {
 	if replyError(m) != nil || json.Unmarshal(m.Data, &info) != nil {
 		return
 	}
+	// Under w.mu, like the end of a round, so that a conflict cleared at
+	// the end of a round cannot swallow a foreign answer arriving then.
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.heard = true
-	foreign := info.ClusterID != "" && info.ClusterID != *ours
-	if foreign {
+	if info.ClusterID != "" && info.ClusterID != *ours {
 		w.foreign[info.ClusterID] = info.ID
-	}
-	w.mu.Unlock()
-	if foreign {
+		w.clean = 0
 		// At once, not at the end of the round: this is what bounds the
 		// time two clusters answer together.
 		w.s.setConflict(*ours, info.ClusterID, info.ID)
@@ -457,6 +473,7 @@ func (w *busWatch) answer(m *nats.Msg) {
 // conflict; a round that heard nothing says nothing.
 func (w *busWatch) endRound(ours string) {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	heard, foreign := w.heard, len(w.foreign) > 0
 	w.heard, w.foreign = false, map[string]string{}
 	switch {
@@ -465,9 +482,7 @@ func (w *busWatch) endRound(ours string) {
 	case heard:
 		w.clean++
 	}
-	clear := w.clean >= busClearRounds
-	w.mu.Unlock()
-	if clear {
+	if w.clean >= busClearRounds {
 		w.s.clearConflict(ours)
 	}
 }
@@ -487,6 +502,12 @@ func (s *Service) setConflict(ours, theirs, node string) {
 			slices.Sort(c.theirs)
 		}
 		if s.conflict.CompareAndSwap(old, c) {
+			// The lease clock stops now, not when the leadership loop gets
+			// round to pausing the term: from this moment keep-alives are
+			// refused, so no lease may expire and none may lose time.
+			// Proposals and the expirer need the clock and stop with it;
+			// becomeLeader starts it again from the log.
+			s.clock.hold()
 			s.metrics.clusterConflict.Set(1)
 			s.log.Error("another Concord cluster serves this subject prefix on the bus; not serving requests until it is gone",
 				"cluster_id", ours, "other_cluster_ids", strings.Join(c.theirs, ","), "other_node", node, "prefix", s.names.Prefix())
@@ -503,6 +524,7 @@ func (s *Service) clearConflict(ours string) {
 	if old == nil || !s.conflict.CompareAndSwap(old, nil) {
 		return
 	}
+	s.clock.release()
 	s.metrics.clusterConflict.Set(0)
 	s.log.Warn("no other Concord cluster answers on the bus any more; serving again", "cluster_id", ours, "was", strings.Join(old.theirs, ","))
 	s.signalFence()

@@ -43,11 +43,44 @@ func readClusterID(dir string) (string, error) {
 	return string(bytes.TrimSpace(b)), nil
 }
 
+// writeClusterID records the cluster id crash-safely: a temporary file,
+// synced, renamed over the old one, and the directory synced, so that a
+// crash leaves the old id or the new one, never an empty file.
 func writeClusterID(dir, id string) error {
-	if err := os.WriteFile(filepath.Join(dir, clusterIDFile), []byte(id+"\n"), 0o600); err != nil {
+	path := filepath.Join(dir, clusterIDFile)
+	if err := writeFileSync(path, []byte(id+"\n")); err != nil {
 		return fmt.Errorf("record cluster id: %w", err)
 	}
 	return nil
+}
+
+// writeFileSync replaces path with data durably.
+func writeFileSync(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 func newClusterID() (string, error) { return randomHexID("cluster id") }
@@ -87,12 +120,14 @@ func (s *Service) checkRestart(ours string) error {
 func (s *Service) runJoin(ctx context.Context) {
 	backoff := 200 * time.Millisecond
 	for ctx.Err() == nil {
-		if s.isMember() {
-			return
-		}
 		clusterID, err := readClusterID(s.cfg.DataDir)
 		if err != nil {
 			s.fail(err)
+			return
+		}
+		// A member that has no cluster id yet (the join's reply was lost
+		// before it was recorded) still asks: the reply carries the id.
+		if s.isMember() && clusterID != "" {
 			return
 		}
 		req, _ := json.Marshal(schema.ClusterJoinRequest{ID: s.cfg.NodeID, Address: string(s.trans.LocalAddr()), ClusterID: clusterID})
@@ -351,7 +386,7 @@ func suffrage(s raft.ServerSuffrage) string {
 // serveNodeInfo answers P.cluster.node.<id>.info and P.cluster.nodes on
 // every node.
 func (s *Service) serveNodeInfo(m *nats.Msg) {
-	if m.Reply == "" || strings.HasPrefix(m.Reply, s.probePrefix) || !s.replyAllowed(m) {
+	if m.Reply == "" || strings.HasPrefix(m.Reply, s.probePrefix+".") || !s.replyAllowed(m) {
 		return // nowhere to answer, this node's own bootstrap probe, or a refused reply subject
 	}
 	var req schema.NodeInfoRequest

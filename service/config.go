@@ -339,6 +339,9 @@ func (c *Config) validate() error {
 	if c.Bootstrap && c.Join {
 		return fmt.Errorf("%w: --bootstrap and --join exclude each other", ErrConfig)
 	}
+	if e := c.NATSEventsAuth; !e.given() && (e.Password != "" || e.TLSKey != "") {
+		return fmt.Errorf("%w: a password or key for the watch-event connection needs its user or certificate (--nats-events-user)", ErrConfig)
+	}
 	if c.NATSURL != "" && c.NATSConfigFile != "" {
 		return fmt.Errorf("%w: --nats-config configures the embedded server, not with --nats-url", ErrConfig)
 	}

@@ -56,8 +56,9 @@ func (s *Service) runLeadership(ctx context.Context) {
 			if term != nil {
 				s.stepDown(term)
 				term = nil
-			} else {
-				s.unsubscribe() // a fenced leader that lost leadership
+			} else { // a fenced leader that lost leadership
+				s.unsubscribe()
+				s.pub.enabled.Store(false)
 			}
 		}
 	}
@@ -85,8 +86,13 @@ func (s *Service) becomeLeader(ctx context.Context) *leaderTerm {
 	s.sm.read(func(st *fsm.State) { base, limits = st.Now(), st.Limits() })
 	// The clock resumes from where the log left it: every lease gained the
 	// time it stood still.
+	if !s.clock.startAt(base) {
+		// Another cluster serves this prefix: the loop pauses, as it
+		// does for a term that was running when the conflict began.
+		s.pub.enabled.Store(false)
+		return nil
+	}
 	s.metrics.clockExtension.Observe(s.sm.sinceClockMoved(s.started).Seconds())
-	s.clock.startAt(base)
 
 	want := fsm.Limits{
 		MaxLeases: s.cfg.MaxLeases, MaxKeysPerLease: s.cfg.MaxKeysPerLease,
@@ -117,13 +123,16 @@ func (s *Service) becomeLeader(ctx context.Context) *leaderTerm {
 func (s *Service) stepDown(term *leaderTerm) {
 	s.unsubscribe()
 	s.endTerm(term)
+	s.pub.enabled.Store(false)
 	s.log.Info("no longer leading", "node", s.cfg.NodeID)
 }
 
 // pauseTerm stops a leader's background work and its lease clock while
 // another cluster serves the same prefix; requests already get the
 // conflict as their answer (Service.fenced). Leases gain the time the
-// clock stands still, as they do while there is no leader.
+// clock stands still, as they do while there is no leader. Events stay on:
+// entries proposed before the conflict may still apply, and this node is
+// the one to publish them.
 func (s *Service) pauseTerm(term *leaderTerm) {
 	s.endTerm(term)
 	s.log.Error("leading, but not serving: another cluster serves this subject prefix on the bus", "node", s.cfg.NodeID)
@@ -133,5 +142,4 @@ func (s *Service) endTerm(term *leaderTerm) {
 	term.cancel()
 	term.wg.Wait()
 	s.clock.stop()
-	s.pub.enabled.Store(false)
 }

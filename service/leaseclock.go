@@ -13,20 +13,43 @@ import (
 type leaseClock struct {
 	mu      sync.Mutex
 	running bool
-	base    int64
-	start   time.Time // carries Go's monotonic reading
+	// held keeps the clock from starting while another cluster serves the
+	// same prefix (busguard.go).
+	held  bool
+	base  int64
+	start time.Time // carries Go's monotonic reading
 }
 
-func (c *leaseClock) startAt(base int64) {
+// startAt starts the clock at base, unless it is held; it reports whether
+// the clock runs.
+func (c *leaseClock) startAt(base int64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.held {
+		return false
+	}
 	c.running, c.base, c.start = true, base, time.Now()
+	return true
 }
 
 func (c *leaseClock) stop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.running = false
+}
+
+// hold stops the clock and keeps it stopped until release.
+func (c *leaseClock) hold() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.running, c.held = false, true
+}
+
+// release lets the clock start again.
+func (c *leaseClock) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.held = false
 }
 
 // now returns the lease-clock time, or false when this node is not leading.

@@ -37,10 +37,11 @@ func checkNodeID(dir, id string) error {
 	return nil
 }
 
-// logCacheSize is how many recent log entries Raft keeps in memory: more
-// than one full append batch (MaxAppendEntries), so that replication and
-// apply of what was just written never read the disk.
-const logCacheSize = 2048
+// logCacheSize is how many recent log entries Raft keeps in memory: one
+// full append batch (MaxAppendEntries), so that replication and apply of
+// what was just written do not read the disk, and no more, since an entry
+// may hold a value of up to --max-value-bytes.
+const logCacheSize = 512
 
 // startRaft opens the stores, creates the transport and Raft, and then
 // either bootstraps a new cluster (first start, unless joining), or starts
@@ -113,15 +114,10 @@ func (s *Service) startRaft() error {
 	if err != nil {
 		return err
 	}
-	if has && ours == "" && !s.cfg.Join {
-		// A data directory from before cluster ids: a standalone node.
-		if ours, err = newClusterID(); err != nil {
-			return err
-		}
-		if err := writeClusterID(dir, ours); err != nil {
-			return err
-		}
-	}
+	// A node with state but no cluster id is either a standalone node from
+	// before cluster ids, which gets one once Raft shows it is alone, or a
+	// member that lost the file (see adoptLegacyClusterID).
+	legacy := has && ours == "" && !s.cfg.Join
 	// Before Raft starts: refuse a bus that serves another cluster, and
 	// bootstrap only on positive evidence that none does (busguard.go).
 	switch {
@@ -163,6 +159,11 @@ func (s *Service) startRaft() error {
 	}
 	s.raft = r
 	s.raftStarted.Store(true)
+	if legacy {
+		if err := s.adoptLegacyClusterID(); err != nil {
+			return err
+		}
+	}
 	switch {
 	case bootstrap:
 		id, err := readClusterID(dir)
@@ -178,4 +179,31 @@ func (s *Service) startRaft() error {
 		s.goRun(s.runJoin)
 	}
 	return nil
+}
+
+// ErrNoClusterID reports a member of a cluster of several nodes whose data
+// directory has lost its cluster-id file.
+var ErrNoClusterID = errors.New("cluster id missing")
+
+// adoptLegacyClusterID gives a cluster id to a node that has Raft state but
+// none. A standalone node from before cluster ids is alone in its Raft
+// configuration and gets a new one. A member of a larger configuration
+// must not make one up: every other member would then be another cluster
+// to it (and it to them), and the bus watch would stop them all. It
+// refuses to start instead, and the operator copies the file back.
+func (s *Service) adoptLegacyClusterID() error {
+	f := s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("read the raft configuration: %w", err)
+	}
+	servers := f.Configuration().Servers
+	if len(servers) > 1 {
+		return fmt.Errorf("%w: %s has Raft state of a cluster of %d members but no %s file; copy that file from another member's data directory (it holds the cluster id), then start the node again",
+			ErrNoClusterID, s.cfg.DataDir, len(servers), clusterIDFile)
+	}
+	id, err := newClusterID()
+	if err != nil {
+		return err
+	}
+	return writeClusterID(s.cfg.DataDir, id)
 }

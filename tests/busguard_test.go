@@ -347,7 +347,8 @@ func TestTwoClustersJoinedByARouteStopAnswering(t *testing.T) {
 	}
 	t.Logf("joined at +0; conflict everywhere at +%s; %d answers while it formed", detected.Sub(joined).Round(time.Millisecond), len(answers))
 
-	// `concord status` shows it.
+	// `concord status` shows it, whichever cluster's leader answers (on
+	// one bus either may: both serve the queue group).
 	out, err := runConcord(t, time.Minute, "status", "--server", a.natsURL, "--json")
 	if err != nil {
 		t.Fatalf("concord status: %v\n%s", err, out)
@@ -356,12 +357,13 @@ func TestTwoClustersJoinedByARouteStopAnswering(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("status output: %v\n%s", err, out)
 	}
-	if st.ClusterID != idA || !strings.Contains(st.Conflict, idB) {
+	other := map[string]string{idA: idB, idB: idA}[st.ClusterID]
+	if other == "" || !strings.Contains(st.Conflict, other) {
 		t.Fatalf("status during the conflict: cluster %s, conflict %q", st.ClusterID, st.Conflict)
 	}
 	out, err = runConcord(t, time.Minute, "status", "--server", b.natsURL)
-	if err != nil || !strings.Contains(out, "CONFLICT") || !strings.Contains(out, idA) {
-		t.Fatalf("concord status (text) on b: %v\n%s", err, out)
+	if err != nil || !strings.Contains(out, "CONFLICT") || !strings.Contains(out, idA) || !strings.Contains(out, idB) {
+		t.Fatalf("concord status (text): %v\n%s", err, out)
 	}
 
 	// While the conflict lasts nobody is served, and the lease clock of
@@ -394,5 +396,75 @@ func TestTwoClustersJoinedByARouteStopAnswering(t *testing.T) {
 	info := ca.info(lease, true)
 	if len(info.Keys) != 1 || info.RemainingMS <= 0 || info.RemainingMS > ttl*1000 {
 		t.Fatalf("lease %d after the conflict (granted %s ago): %+v", lease, time.Since(granted).Round(time.Millisecond), info)
+	}
+}
+
+// A bus where something takes P.cluster.nodes and never answers gives
+// neither an answer nor "no responders": unsure, and a bootstrap refuses
+// rather than guess.
+func TestBootstrapRefusedWhenTheBusDoesNotAnswer(t *testing.T) {
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, MaxPayload: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(ns.Shutdown)
+	silent, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(silent.Close)
+	if _, err := silent.SubscribeSync("concord.cluster.nodes"); err != nil {
+		t.Fatal(err)
+	}
+	if err := silent.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "data")
+	out, err := runConcord(t, time.Minute, "serve", "--data-dir", dir, "--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"--nats-url", ns.ClientURL(), "--bootstrap", "--bootstrap-wait", "3s")
+	if err == nil || !strings.Contains(out, "unsure means refuse") || !strings.Contains(out, "neither an answer nor") {
+		t.Fatalf("bootstrap on a bus that does not answer: err %v\n%s", err, tail(out, 10))
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cluster-id")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused node recorded a cluster id (stat: %v)", err)
+	}
+}
+
+// A seed server, which others route to but which routes to nobody, cannot
+// tell a quiet bus from peers that have not dialled back in yet. Wiped and
+// restarted without --join, the seed of a running cluster refuses to
+// bootstrap: it waits out the peers' route retry before it believes the
+// bus is empty.
+func TestWipedSeedDoesNotBootstrapBesideItsCluster(t *testing.T) {
+	dir := t.TempDir()
+	seedRoute := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	seedURL := fmt.Sprintf("nats://127.0.0.1:%d", freePort(t))
+	seedArgs := func(data string) []string {
+		return []string{"serve", "--node-id", "n1", "--data-dir", data, "--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+			"--nats-listen", strings.TrimPrefix(seedURL, "nats://"), "--nats-cluster", seedRoute}
+	}
+	seed := &node{t: t, dataDir: filepath.Join(dir, "seed"), natsURL: seedURL, logPath: filepath.Join(dir, "seed.log"),
+		args: append(seedArgs(filepath.Join(dir, "seed")), "--bootstrap")}
+	seed.start()
+	t.Cleanup(seed.kill)
+	seed.waitReady()
+	peer := &node{t: t, dataDir: filepath.Join(dir, "peer"), natsURL: fmt.Sprintf("nats://127.0.0.1:%d", freePort(t)), logPath: filepath.Join(dir, "peer.log")}
+	peer.args = []string{"serve", "--node-id", "n2", "--data-dir", peer.dataDir, "--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"--nats-listen", strings.TrimPrefix(peer.natsURL, "nats://"), "--nats-cluster", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"--nats-routes", "nats://" + seedRoute, "--join"}
+	peer.start()
+	t.Cleanup(peer.kill)
+	c := &cluster{t: t, nodes: []*node{seed, peer}, urls: []string{seedURL, peer.natsURL}}
+	st := c.waitMembers(2, 30*time.Second)
+
+	seed.kill()
+	// A new, empty data directory; no --join: a first start bootstraps.
+	out, err := runConcord(t, time.Minute, seedArgs(filepath.Join(dir, "seed-wiped"))...)
+	if err == nil || !strings.Contains(out, st.ClusterID) || !strings.Contains(out, "already serves this NATS bus") {
+		t.Fatalf("the wiped seed was not refused (err %v):\n%s", err, tail(out, 10))
 	}
 }

@@ -91,7 +91,7 @@ func runServe(args []string) error {
 	if cfg.NATSAuth.Password == "" {
 		cfg.NATSAuth.Password = os.Getenv("CONCORD_NATS_PASSWORD")
 	}
-	if cfg.NATSEventsAuth.Password == "" {
+	if cfg.NATSEventsAuth.Password == "" && cfg.NATSEventsAuth.User != "" {
 		cfg.NATSEventsAuth.Password = os.Getenv("CONCORD_NATS_EVENTS_PASSWORD")
 	}
 	if cfg.NATSAuth.Token == "" {

@@ -83,6 +83,10 @@ func migrate(dataDir string, log hclog.Logger, hook crashHook) error {
 		// A crash between the two renames: the copy is complete.
 	case haveTemp:
 		return fmt.Errorf("%w: %s holds %s but neither %s nor %s", ErrLayout, dataDir, tempName, LegacyName, MigratedName)
+	case haveDone:
+		// The old log was moved aside but no new one exists: starting as
+		// a new node would forget the term and vote this node gave.
+		return fmt.Errorf("%w: %s holds %s but no %s: restore the log directory, or rename %s back to %s to migrate again", ErrLayout, dataDir, MigratedName, filepath.Base(dir), MigratedName, LegacyName)
 	default:
 		return nil // a new node
 	}

@@ -356,6 +356,26 @@ func TestMigrationRefusesUnexplainedLayouts(t *testing.T) {
 			t.Fatal("the layout was changed")
 		}
 	})
+	t.Run("old log moved aside, no new one", func(t *testing.T) {
+		dir := t.TempDir()
+		writeLegacy(t, dir, makeLogs(1, 10), 2, "n1")
+		s, err := Open(dir, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		// The new log is lost; starting as a new node would forget the
+		// term and the vote.
+		if err := os.RemoveAll(filepath.Join(dir, DirName)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Open(dir, Options{}); !errors.Is(err, ErrLayout) {
+			t.Fatalf("Open with only raft.db.migrated: %v, want ErrLayout", err)
+		}
+		if exists(t, filepath.Join(dir, DirName)) || !exists(t, filepath.Join(dir, MigratedName)) {
+			t.Fatal("the layout was changed")
+		}
+	})
 }
 
 func copyFile(t *testing.T, from, to string) {
