@@ -197,10 +197,10 @@ func (s *Service) handleJoin(_ context.Context, m *nats.Msg) (any, *schema.Error
 		return nil, e
 	}
 	if err := subjects.ValidateNodeID(req.ID); err != nil {
-		return nil, invalid("id: %v", err)
+		return nil, invalid("id: the %v", err)
 	}
 	if req.Address == "" {
-		return nil, invalid("address: missing")
+		return nil, invalid("address is required: the Raft address (host:port) the leader reaches the joining node at")
 	}
 	ours, err := readClusterID(s.cfg.DataDir)
 	if err != nil {
@@ -284,7 +284,7 @@ func (s *Service) handleRemove(_ context.Context, m *nats.Msg) (any, *schema.Err
 		return nil, e
 	}
 	if err := subjects.ValidateNodeID(req.ID); err != nil {
-		return nil, invalid("id: %v", err)
+		return nil, invalid("id: the %v", err)
 	}
 	f := s.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
