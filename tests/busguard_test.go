@@ -262,17 +262,7 @@ func TestTwoClustersJoinedByARouteStopAnswering(t *testing.T) {
 	granted := time.Now()
 
 	// A third NATS server routes to both; route gossip meshes all three.
-	x, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true,
-		Cluster: server.ClusterOpts{Name: "concord", Host: "127.0.0.1", Port: -1},
-		Routes:  server.RoutesFromStr("nats://" + aCluster + ",nats://" + bCluster)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go x.Start()
-	if !x.ReadyForConnections(10 * time.Second) {
-		t.Fatal("joining nats-server not ready")
-	}
-	t.Cleanup(x.Shutdown)
+	x := startNATSServer(t, &server.Options{Cluster: server.ClusterOpts{Name: "concord", Host: "127.0.0.1", Port: -1}, Routes: server.RoutesFromStr("nats://" + aCluster + ",nats://" + bCluster)})
 	joined := time.Now()
 	nc, err := nats.Connect(x.ClientURL())
 	if err != nil {
@@ -403,15 +393,7 @@ func TestTwoClustersJoinedByARouteStopAnswering(t *testing.T) {
 // neither an answer nor "no responders": unsure, and a bootstrap refuses
 // rather than guess.
 func TestBootstrapRefusedWhenTheBusDoesNotAnswer(t *testing.T) {
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, MaxPayload: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(ns.Shutdown)
+	ns := startNATSServer(t, &server.Options{})
 	silent, err := nats.Connect(ns.ClientURL())
 	if err != nil {
 		t.Fatal(err)

@@ -289,16 +289,7 @@ func TestPartitionedLeaderStepsDown(t *testing.T) {
 // Three nodes on one external NATS server with user/password auth: no
 // embedded servers, the same cluster behaviour.
 func TestClusterOnExternalNATS(t *testing.T) {
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, MaxPayload: 4 << 20,
-		Username: "concord", Password: "s3cret"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(ns.Shutdown)
+	ns := startNATSServer(t, &server.Options{Username: "concord", Password: "s3cret"})
 	url := ns.ClientURL()
 	var nodes []*node
 	dir := t.TempDir()

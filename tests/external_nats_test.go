@@ -9,15 +9,7 @@ import (
 
 // With --nats-url the node embeds no server and serves through the given one.
 func TestExternalNATS(t *testing.T) {
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, MaxPayload: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(ns.Shutdown)
+	ns := startNATSServer(t, &server.Options{})
 
 	startNode(t, nodeOpts{natsURL: ns.ClientURL()})
 	c := connect(t, ns.ClientURL())

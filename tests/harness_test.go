@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/concord-io/concord/schema"
@@ -100,6 +101,30 @@ func checkFor(t testing.TB, timeout, interval time.Duration, f func() error) {
 		}
 		time.Sleep(interval)
 	}
+}
+
+// startNATSServer runs a nats-server in the test process, on a random
+// loopback port unless opts says otherwise, with NoSigs and a 4 MiB max
+// payload when opts sets none, and shuts it down when the test ends.
+func startNATSServer(t testing.TB, opts *server.Options) *server.Server {
+	t.Helper()
+	if opts.Host == "" && opts.Port == 0 {
+		opts.Host, opts.Port = "127.0.0.1", -1
+	}
+	if opts.MaxPayload == 0 {
+		opts.MaxPayload = 4 << 20
+	}
+	opts.NoSigs = true
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	t.Cleanup(ns.Shutdown)
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	return ns
 }
 
 // handedOut holds every port freePort returned in this process: the

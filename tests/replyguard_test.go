@@ -3,13 +3,11 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nkeys"
 	"github.com/nats-io/nuid"
 
 	"github.com/concord-io/concord/subjects"
@@ -175,25 +173,9 @@ func TestStrayReplySubjectsAreRefused(t *testing.T) {
 // only under _INBOX. and its watch events go out on the events role. The
 // node tried, and NATS refused it: the node's log says so.
 func TestRolesStopStrayRepliesWithoutTheCheck(t *testing.T) {
-	replicaPassword, eventsPassword, clientPassword := "replica"+nuid.Next(), "events"+nuid.Next(), "client"+nuid.Next()
-	reader, err := nkeys.CreateUser()
-	if err != nil {
-		t.Fatal(err)
-	}
-	readerPub, err := reader.PublicKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("CONCORD_REPLICA_PASSWORD", replicaPassword)
-	t.Setenv("CONCORD_EVENTS_PASSWORD", eventsPassword)
-	t.Setenv("CONCORD_CLIENT_PASSWORD", clientPassword)
-	t.Setenv("CONCORD_READER_NKEY", readerPub)
-	t.Setenv("CONCORD_NATS_PASSWORD", replicaPassword)
-	t.Setenv("CONCORD_NATS_EVENTS_PASSWORD", eventsPassword)
-	conf, err := filepath.Abs("../deploy/nats/roles.conf")
-	if err != nil {
-		t.Fatal(err)
-	}
+	roles := useRoles(t)
+	clientPassword, reader, readerPub, conf := roles.client, roles.reader, roles.readerPub, roles.conf
+	replicaPassword := roles.replica
 	url := fmt.Sprintf("nats://127.0.0.1:%d", freePort(t))
 	dir := t.TempDir()
 	n := startSecuredNode(t, dir, "n1", url, []string{"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)),

@@ -265,39 +265,55 @@ func (r *roleConn) refusedSubscribe(subject string) {
 	r.waitViolation("Subscription", subject)
 }
 
+// roleSecrets are the credentials of deploy/nats/roles.conf's roles for one
+// test, and the file's path.
+type roleSecrets struct {
+	replica, events, client string // passwords
+	reader                  nkeys.KeyPair
+	readerPub               string
+	conf                    string
+}
+
+// useRoles makes fresh credentials for every role of deploy/nats/roles.conf
+// and puts them in the environment the file and the nodes read: the server
+// holds a bcrypt hash of the replica password and the other passwords in
+// plain text, to use both forms; the nodes get the replica and events
+// passwords.
+func useRoles(t *testing.T) roleSecrets {
+	t.Helper()
+	r := roleSecrets{replica: "replica" + nuid.Next(), events: "events" + nuid.Next(), client: "client" + nuid.Next()}
+	hash, err := bcrypt.GenerateFromPassword([]byte(r.replica), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.reader, err = nkeys.CreateUser(); err != nil {
+		t.Fatal(err)
+	}
+	if r.readerPub, err = r.reader.PublicKey(); err != nil {
+		t.Fatal(err)
+	}
+	if r.conf, err = filepath.Abs("../deploy/nats/roles.conf"); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{
+		"CONCORD_REPLICA_PASSWORD": string(hash), "CONCORD_EVENTS_PASSWORD": r.events,
+		"CONCORD_CLIENT_PASSWORD": r.client, "CONCORD_READER_NKEY": r.readerPub,
+		"CONCORD_NATS_PASSWORD": r.replica, "CONCORD_NATS_EVENTS_PASSWORD": r.events,
+	} {
+		t.Setenv(k, v)
+	}
+	return r
+}
+
 // The permissions example of deploy/nats/roles.conf, used as it is (only
 // the ports are the test's): two Concord nodes serve with the replica
 // role's credentials and form a cluster through it; the client, read-only
 // and replica roles can do what the file says and are refused the rest;
 // join and remove requests are accepted only from the replica role.
 func TestRolePermissions(t *testing.T) {
-	replicaPassword := "replica" + nuid.Next()
-	clientPassword := "client" + nuid.Next()
-	// The server holds a bcrypt hash of the replica password; the client
-	// password is given in plain text, to show both.
-	hash, err := bcrypt.GenerateFromPassword([]byte(replicaPassword), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reader, err := nkeys.CreateUser()
-	if err != nil {
-		t.Fatal(err)
-	}
-	readerPub, err := reader.PublicKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("CONCORD_REPLICA_PASSWORD", string(hash))
-	t.Setenv("CONCORD_CLIENT_PASSWORD", clientPassword)
-	t.Setenv("CONCORD_READER_NKEY", readerPub)
-	t.Setenv("CONCORD_NATS_PASSWORD", replicaPassword) // the nodes' own password
-	eventsPassword := "events" + nuid.Next()
-	t.Setenv("CONCORD_EVENTS_PASSWORD", eventsPassword)
-	t.Setenv("CONCORD_NATS_EVENTS_PASSWORD", eventsPassword) // the nodes' watch-event connection
-	conf, err := filepath.Abs("../deploy/nats/roles.conf")
-	if err != nil {
-		t.Fatal(err)
-	}
+	roles := useRoles(t)
+	replicaPassword, clientPassword, eventsPassword := roles.replica, roles.client, roles.events
+	reader, readerPub, conf := roles.reader, roles.readerPub, roles.conf
 
 	dir := t.TempDir()
 	var urls, routes, clusterAddrs []string
@@ -606,16 +622,7 @@ func TestExternalNATSTLSClientCert(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, MaxPayload: 4 << 20,
-		TLSConfig: tlsConfig, TLSVerify: true, TLSTimeout: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(ns.Shutdown)
+	ns := startNATSServer(t, &server.Options{TLSConfig: tlsConfig, TLSVerify: true, TLSTimeout: 2})
 	url := ns.ClientURL()
 	if !strings.HasPrefix(url, "tls://") {
 		t.Fatalf("server URL %s", url)
