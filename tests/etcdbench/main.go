@@ -332,19 +332,8 @@ func runConcord(ctx context.Context, cfg *config, pp *ports, dir string, n int) 
 		return nil, err
 	}
 	defer load.close()
-	for _, w := range cfg.workloads {
-		ops, err := load.setup(ctx, w)
-		if err != nil {
-			return nil, fmt.Errorf("%s: setup: %w", w, err)
-		}
-		r, err := measure(ctx, cfg, "concord", w, ops, s.procs)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", w, err)
-		}
-		if err := s.alive(); err != nil {
-			return nil, err
-		}
-		res = append(res, r)
+	if res, err = runWorkloads(ctx, cfg, "concord", load, s); err != nil {
+		return nil, err
 	}
 	// The echo responder subscribes on the leader's server, where
 	// Concord's own subscriptions are, so requests cross the same routes.
@@ -380,12 +369,24 @@ func runEtcd(ctx context.Context, cfg *config, pp *ports, dir string, n int) (re
 		return nil, err
 	}
 	defer load.close()
+	return runWorkloads(ctx, cfg, "etcd", load, s)
+}
+
+// workloadSetup prepares a workload's operations on one system.
+type workloadSetup interface {
+	setup(ctx context.Context, w string) ([]opFunc, error)
+}
+
+// runWorkloads measures every workload of cfg in turn on one system's
+// servers, the same way for both systems, and fails if a server died.
+func runWorkloads(ctx context.Context, cfg *config, system string, load workloadSetup, s *servers) ([]result, error) {
+	var res []result
 	for _, w := range cfg.workloads {
 		ops, err := load.setup(ctx, w)
 		if err != nil {
 			return nil, fmt.Errorf("%s: setup: %w", w, err)
 		}
-		r, err := measure(ctx, cfg, "etcd", w, ops, s.procs)
+		r, err := measure(ctx, cfg, system, w, ops, s.procs)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", w, err)
 		}
