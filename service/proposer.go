@@ -25,7 +25,10 @@ import (
 // the first request in it. That saves a goroutine hand-over per request.
 const (
 	// proposeInflight is the number of entries the proposer keeps in
-	// flight (K). Chosen by measurement (see the commit message).
+	// flight (K). Measured with 32 clients on 3 nodes, 1 gave the most
+	// requests per second and the least CPU per request; 2 and 4 split the
+	// same requests into more, smaller entries, and Raft's per-entry cost
+	// came back.
 	proposeInflight = 1
 	// maxBatchCommands and maxBatchBytes bound one batch entry: far below
 	// NATS and Raft limits, and no more than the largest single entry a
