@@ -30,11 +30,11 @@ const (
 	// same requests into more, smaller entries, and Raft's per-entry cost
 	// came back.
 	proposeInflight = 1
-	// maxBatchCommands and maxBatchBytes bound one batch entry: far below
-	// NATS and Raft limits, and no more than the largest single entry a
-	// value of --max-value-bytes makes, so Raft's in-memory log cache
-	// (logCacheSize entries) holds no more than before. A command larger
-	// than maxBatchBytes goes alone.
+	// maxBatchCommands and maxBatchBytes bound one batch entry: a quarter
+	// of what one put may take alone with the default --max-value-bytes
+	// (1 MiB), so batches do not make Raft's in-memory log cache
+	// (logCacheSize entries) or its append requests larger than single
+	// entries already may. A command larger than maxBatchBytes goes alone.
 	maxBatchCommands = 256
 	maxBatchBytes    = 256 << 10
 )
@@ -52,7 +52,8 @@ type proposer struct {
 	queue []*proposal
 	// inflight counts the batches taken from the queue and not yet
 	// answered. A batch's slot passes to the next batch while the queue
-	// is not empty, so the queue only waits while inflight is at most.
+	// is not empty, so the queue only waits while inflight is at its
+	// maximum.
 	inflight int
 }
 
