@@ -242,6 +242,9 @@ func Decode(data []byte) (Command, error) {
 	if len(data) < headerLen {
 		return Command{}, fmt.Errorf("%w: %d bytes is shorter than the header", ErrBadCommand, len(data))
 	}
+	if data[0] == formatBatch {
+		return Command{}, fmt.Errorf("%w: a batch entry is not a single command (ApplyEntry applies it)", ErrBadCommand)
+	}
 	if data[0] != formatPlain && data[0] != formatKeyed {
 		return Command{}, fmt.Errorf("%w: unknown format %d", ErrBadCommand, data[0])
 	}

@@ -14,6 +14,10 @@
 // because the stamp is the leader's reading of time, not part of the request. Validation that needs no state (key syntax, sizes) belongs to the
 // caller and must happen before a command is proposed.
 //
+// A log entry holds one command, or a batch of commands (EncodeBatch) that
+// ApplyEntry applies one by one, in order, exactly as if each were its own
+// entry, with a result each.
+//
 // A State is not safe for concurrent use; the caller serialises Apply and
 // guards reads.
 package fsm

@@ -104,6 +104,8 @@ type Result struct {
 	Cached bool
 	// Leases counts what the command did to leases; zero when it failed.
 	Leases LeaseActivity
+	// Now is the lease-clock time the command applied at.
+	Now int64
 }
 
 // ExpiredLease reports one lease removed by an Expire command.
@@ -165,10 +167,13 @@ func (s *State) LeaseCount() (explicit, anonymous int64) {
 
 // Apply decodes and applies one log entry. A malformed entry yields a Result
 // whose Err wraps ErrBadCommand and changes nothing.
+//
+// Apply takes single-command entries only; a batch entry (IsBatch) fails
+// here and goes through ApplyEntry, which returns a result per command.
 func (s *State) Apply(data []byte) Result {
 	c, err := Decode(data)
 	if err != nil {
-		return Result{Err: err}
+		return Result{Err: err, Now: s.now}
 	}
 	return s.ApplyCommand(c)
 }
@@ -194,6 +199,7 @@ func (s *State) ApplyCommand(c Command) Result {
 	if r.Err == nil && !r.Cached {
 		r.Leases = s.activity
 	}
+	r.Now = s.now
 	return r
 }
 

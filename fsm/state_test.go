@@ -187,7 +187,17 @@ func FuzzDecodeApply(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Add([]byte{1, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0xff})
+	// Batch entries: mixed and keyed commands, a run of identical
+	// keep-alives, an undecodable command, a nested batch.
+	ka := encode(f, t0+2_000, &KeepAlive{ID: 1})
+	put := encode(f, t0+1_000, Command{IdempotencyKey: "k1", Body: &Put{Key: "a.c", Value: val(`{"x":1}`), Lease: 1}})
+	f.Add(batchOf(f, step{t0 + 1_000, &Grant{TTL: 5}}, step{t0 + 1_500, &Put{Key: "a.b", Value: val(`2`), TTL: 3}}, step{t0 + 900, &Revoke{ID: 1}}))
+	f.Add(rawBatch(ka, ka, encode(f, t0+1_000, &KeepAlive{ID: 1}), ka))
+	f.Add(rawBatch(put, put, ka[:5], ka))
+	f.Add(rawBatch(put, rawBatch(ka)))
+	f.Add(rawBatch(encode(f, t0+3_000, &Txn{Success: []TxnOp{{Delete: &Delete{Key: "a", IsPrefix: true, Limit: 1}}}}), encode(f, t0, &Expire{IDs: []int64{1}})))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		checkEntryLikeSingles(t, data)
 		s := New()
 		run(t, s, step{t0, &Grant{TTL: 10}}, step{t0, &Put{Key: "a.b", Value: val(`1`), Lease: 1}})
 		before := snapBytes(s)
@@ -209,6 +219,41 @@ func FuzzDecodeApply(f *testing.F) {
 			t.Fatalf("decoded entry failed to apply: %v", r.Err)
 		}
 	})
+}
+
+// checkEntryLikeSingles: ApplyEntry of any entry either fails as a whole
+// (broken batch framing: one ErrBadCommand result, no change), or gives
+// the results and the state of applying its commands one by one.
+func checkEntryLikeSingles(t *testing.T, data []byte) {
+	setup := func() *State {
+		s := New()
+		run(t, s, step{t0, &Grant{TTL: 10}}, step{t0, &Put{Key: "a.b", Value: val(`1`), Lease: 1}})
+		return s
+	}
+	s, single := setup(), setup()
+	before := snapBytes(s)
+	rs := s.ApplyEntry(data)
+	parts, err := entryCommands(data)
+	if err != nil {
+		if !errors.Is(err, ErrBadCommand) || len(rs) != 1 || !errors.Is(rs[0].Err, ErrBadCommand) {
+			t.Fatalf("split: %v; ApplyEntry: %+v", err, rs)
+		}
+		if !bytes.Equal(before, snapBytes(s)) {
+			t.Fatal("a batch with broken framing changed the state")
+		}
+		return
+	}
+	if len(rs) != len(parts) {
+		t.Fatalf("%d results for %d commands", len(rs), len(parts))
+	}
+	for i, p := range parts {
+		if got, want := fullResult(rs[i]), fullResult(single.Apply(p)); got != want {
+			t.Fatalf("command %d: in the entry\n%s\nalone\n%s", i, got, want)
+		}
+	}
+	if !bytes.Equal(snapBytes(s), snapBytes(single)) {
+		t.Fatal("the entry and its commands one by one end in different states")
+	}
 }
 
 // ApplyCommand with a body Apply would never decode fails with

@@ -161,8 +161,15 @@ func (s *Service) serve(m *nats.Msg, h handlerFunc) (reply any, e *schema.Error)
 }
 
 // propose stamps a command with the lease clock, appends it to the Raft log
+// (alone, or in one entry with concurrent requests' commands: proposer.go)
 // and returns what applying it produced. With an idempotency key, a retry
 // of the same request returns the first reply (Result.Cached).
+//
+// The stamp is taken here, when the request proposes, not when its batch
+// leaves: a keep-alive sent at t is stamped no earlier than t either way,
+// so both keep the lease until at least t + ttl; the earlier stamp is the
+// closer one, and it keeps a command that goes alone byte for byte the
+// entry it always was.
 func (s *Service) propose(body any, idempotencyKey string) (*fsm.Result, *schema.Error) {
 	now, ok := s.clock.now()
 	if !ok {
@@ -173,15 +180,12 @@ func (s *Service) propose(body any, idempotencyKey string) (*fsm.Result, *schema
 		return nil, schema.Errorf(schema.ErrInternal, "%v", err)
 	}
 	start := time.Now()
-	f := s.raft.Apply(data, s.cfg.ApplyTimeout)
-	if err := f.Error(); err != nil {
-		return nil, raftError(err)
+	res, e := s.proposer.propose(data)
+	if e != nil {
+		return nil, e
 	}
+	// From proposing to the result, the wait for a batch included.
 	s.metrics.applyDuration.Observe(time.Since(start).Seconds())
-	res, ok := f.Response().(*fsm.Result)
-	if !ok {
-		return nil, schema.Errorf(schema.ErrInternal, "unexpected apply response %T", f.Response())
-	}
 	if res.Err != nil {
 		if errors.Is(res.Err, fsm.ErrBadCommand) {
 			s.log.Error("state machine rejected a command", "err", res.Err)

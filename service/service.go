@@ -41,6 +41,8 @@ type Service struct {
 	trans     *raft.NetworkTransport
 	raft      *raft.Raft
 	sm        *stateMachine
+	// proposer groups the commands of concurrent requests into log entries.
+	proposer *proposer
 
 	metrics  *metrics
 	http     *http.Server // the operator listener, when configured
@@ -118,6 +120,7 @@ func Start(cfg Config) (*Service, error) {
 		reqStats: newRequestStats(subjects.Endpoints),
 	}
 	s.reads = &readBarrier{s: s}
+	s.proposer = newProposer(s.applyEntry)
 	s.started = time.Now()
 	s.metrics = newMetrics(s)
 	s.ctx, s.cancel = context.WithCancel(context.Background())

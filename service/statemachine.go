@@ -52,20 +52,26 @@ func (m *stateMachine) Apply(l *raft.Log) any {
 	return m.ApplyBatch([]*raft.Log{l})[0]
 }
 
-// ApplyBatch applies a batch under one lock acquisition.
+// ApplyBatch applies a batch of log entries under one lock acquisition.
+// The response to a single-command entry is its *fsm.Result; to a batch
+// entry (fsm.IsBatch, built by the proposer), the []fsm.Result of its
+// commands in order.
 func (m *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
-	results := make([]*fsm.Result, len(logs))
-	nows := make([]int64, len(logs))
+	results := make([][]fsm.Result, len(logs))
 	m.mu.Lock()
 	for i, l := range logs {
 		if l.Type != raft.LogCommand {
 			continue
 		}
 		before := m.state.Now()
-		r := m.state.Apply(l.Data)
-		results[i], nows[i] = &r, m.state.Now()
-		out[i] = &r
+		rs := m.state.ApplyEntry(l.Data)
+		results[i] = rs
+		if fsm.IsBatch(l.Data) {
+			out[i] = rs
+		} else {
+			out[i] = &rs[0]
+		}
 		if m.state.Now() > before && !l.AppendedAt.IsZero() {
 			m.clockMoved = l.AppendedAt
 		}
@@ -75,15 +81,16 @@ func (m *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 		m.applied.set(logs[len(logs)-1].Index)
 	}
 	m.mu.Unlock()
-	for i, r := range results {
-		if r == nil {
-			continue
-		}
-		if len(r.Events) > 0 {
-			m.onEvents(r.Events)
-		}
-		if m.onResult != nil && logs[i].Index > m.countFrom {
-			m.onResult(r, nows[i])
+	for i, rs := range results {
+		for j := range rs {
+			r := &rs[j]
+			if len(r.Events) > 0 {
+				m.onEvents(r.Events)
+			}
+			// Telemetry counts commands, not entries.
+			if m.onResult != nil && logs[i].Index > m.countFrom {
+				m.onResult(r, r.Now)
+			}
 		}
 	}
 	return out

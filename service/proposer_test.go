@@ -1,0 +1,503 @@
+package service
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/concord-io/concord/fsm"
+	"github.com/concord-io/concord/schema"
+)
+
+// gatedLog stands in for Raft's replication in the proposer's unit tests,
+// the one part a test cannot hold still: an appended entry stays in
+// flight until the test releases it, and then the real state machine
+// applies it, as Raft's FSM goroutine would. The black-box and service
+// tests run the proposer on real Raft.
+type gatedLog struct {
+	mu      sync.Mutex
+	sm      *stateMachine
+	entries [][]byte      // every entry appended, in order
+	waiting []*gatedApply // appended, not yet released, oldest first
+	// most is the largest number of entries in flight at once.
+	most int
+	// auto releases every entry as it is appended.
+	auto bool
+	// failWith, when set, fails the entries released with it.
+	failWith error
+}
+
+type gatedApply struct {
+	entry []byte
+	done  chan struct{}
+	err   error
+	resp  any
+}
+
+func (a *gatedApply) Error() error  { <-a.done; return a.err }
+func (a *gatedApply) Response() any { <-a.done; return a.resp }
+func (a *gatedApply) Index() uint64 { return 0 }
+
+func newGatedLog() *gatedLog {
+	return &gatedLog{sm: newStateMachine(func([]schema.Event) {})}
+}
+
+func (g *gatedLog) apply(entry []byte) raft.ApplyFuture {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	a := &gatedApply{entry: entry, done: make(chan struct{})}
+	g.entries = append(g.entries, entry)
+	g.waiting = append(g.waiting, a)
+	g.most = max(g.most, len(g.waiting))
+	if g.auto {
+		g.releaseLocked(1)
+	}
+	return a
+}
+
+// release lets the oldest n entries apply, in log order.
+func (g *gatedLog) release(n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.releaseLocked(n)
+}
+
+func (g *gatedLog) releaseLocked(n int) {
+	for ; n > 0 && len(g.waiting) > 0; n-- {
+		a := g.waiting[0]
+		g.waiting = g.waiting[1:]
+		if g.failWith != nil {
+			a.err = g.failWith
+		} else {
+			a.resp = g.sm.ApplyBatch([]*raft.Log{{Type: raft.LogCommand, Index: uint64(len(g.entries)), Data: a.entry}})[0]
+		}
+		close(a.done)
+	}
+}
+
+// set changes how entries are released from now on; auto also releases
+// those in flight.
+func (g *gatedLog) set(auto bool, failWith error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.auto, g.failWith = auto, failWith
+	if auto {
+		g.releaseLocked(len(g.waiting))
+	}
+}
+
+func (g *gatedLog) inflight() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.waiting)
+}
+
+func (g *gatedLog) entry(i int) []byte {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.entries[i]
+}
+
+// waitUntil polls cond until it holds or the deadline passes.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// queued is the number of proposals waiting for an entry.
+func (p *proposer) queued() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.queue)
+}
+
+type proposed struct {
+	res *fsm.Result
+	err *schema.Error
+}
+
+// proposeAsync proposes data from a goroutine of its own.
+func proposeAsync(p *proposer, data []byte) <-chan proposed {
+	ch := make(chan proposed, 1)
+	go func() {
+		res, e := p.propose(data)
+		ch <- proposed{res, e}
+	}()
+	return ch
+}
+
+func putCmd(t *testing.T, now int64, key, idem string) []byte {
+	t.Helper()
+	data, err := fsm.EncodeKeyed(now, idem, &fsm.Put{Key: key, Value: []byte(`1`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func putRevision(t *testing.T, got proposed) int64 {
+	t.Helper()
+	if got.err != nil || got.res == nil || got.res.Err != nil {
+		t.Fatalf("put: %+v", got)
+	}
+	return got.res.Reply.(*schema.KVPutReply).Revision
+}
+
+// With nothing in flight a command is proposed at once, alone, as the
+// single entry it would be without batching; while the one entry is in
+// flight, commands queue, and the next entry carries them all, in order,
+// each with its own result.
+func TestProposerIdleAloneBusyBatched(t *testing.T) {
+	g := newGatedLog()
+	p := newProposer(g.apply)
+	p.maxInflight = 1
+	first := putCmd(t, 1, "a", "")
+	r1 := proposeAsync(p, first)
+	waitUntil(t, "the first entry is in flight", func() bool { return g.inflight() == 1 })
+	if !bytes.Equal(g.entry(0), first) {
+		t.Fatalf("a command alone went as %x, not as its own entry %x", g.entry(0), first)
+	}
+	var rest []<-chan proposed
+	var cmds [][]byte
+	for i := 0; i < 5; i++ {
+		c := putCmd(t, 2, fmt.Sprintf("b%d", i), fmt.Sprintf("key-%d", i))
+		cmds = append(cmds, c)
+		rest = append(rest, proposeAsync(p, c))
+		// Queue them in a known order.
+		waitUntil(t, "the command queues", func() bool { return p.queued() == i+1 })
+	}
+	if g.inflight() != 1 {
+		t.Fatalf("%d entries in flight, want 1", g.inflight())
+	}
+	g.release(1)
+	if rev := putRevision(t, <-r1); rev != 1 {
+		t.Fatalf("first put at revision %d", rev)
+	}
+	waitUntil(t, "the batch is in flight", func() bool { return g.inflight() == 1 })
+	want, err := fsm.EncodeBatch(cmds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(g.entry(1), want) {
+		t.Fatal("the second entry is not the five queued commands in order")
+	}
+	g.release(1)
+	for i, ch := range rest {
+		if rev := putRevision(t, <-ch); rev != int64(i+2) {
+			t.Fatalf("queued put %d at revision %d, want %d", i, rev, i+2)
+		}
+	}
+	// Idle again: the next command goes alone.
+	g.set(true, nil)
+	last := putCmd(t, 3, "c", "")
+	if rev := putRevision(t, <-proposeAsync(p, last)); rev != 7 {
+		t.Fatalf("last put at revision %d", rev)
+	}
+	if !bytes.Equal(g.entry(2), last) || len(g.entries) != 3 {
+		t.Fatalf("%d entries; the last is %x", len(g.entries), g.entry(len(g.entries)-1))
+	}
+	if p.inflight != 0 || p.queued() != 0 {
+		t.Fatalf("proposer not idle: %d in flight, %d queued", p.inflight, p.queued())
+	}
+}
+
+// With K entries in flight, the next command waits; below K it goes at
+// once.
+func TestProposerKeepsKInFlight(t *testing.T) {
+	g := newGatedLog()
+	p := newProposer(g.apply)
+	p.maxInflight = 2
+	a := proposeAsync(p, putCmd(t, 1, "a", ""))
+	b := proposeAsync(p, putCmd(t, 1, "b", ""))
+	waitUntil(t, "two entries are in flight", func() bool { return g.inflight() == 2 })
+	c := proposeAsync(p, putCmd(t, 1, "c", ""))
+	d := proposeAsync(p, putCmd(t, 1, "d", ""))
+	waitUntil(t, "two commands queue", func() bool { return p.queued() == 2 })
+	if g.inflight() != 2 {
+		t.Fatalf("%d entries in flight, want 2", g.inflight())
+	}
+	g.release(1)
+	waitUntil(t, "the queued commands go in one entry", func() bool { return g.inflight() == 2 && p.queued() == 0 })
+	g.release(2)
+	revs := map[int64]bool{}
+	for _, ch := range []<-chan proposed{a, b, c, d} {
+		revs[putRevision(t, <-ch)] = true
+	}
+	if len(revs) != 4 || len(g.entries) != 3 || g.most != 2 {
+		t.Fatalf("revisions %v in %d entries, at most %d in flight; want 4 in 3, 2", revs, len(g.entries), g.most)
+	}
+}
+
+// A batch holds at most maxCommands commands and maxBytes bytes of them;
+// a command larger than maxBytes goes alone.
+func TestProposerBatchBounds(t *testing.T) {
+	g := newGatedLog()
+	p := newProposer(g.apply)
+	p.maxInflight, p.maxCommands = 1, 3
+	first := proposeAsync(p, putCmd(t, 1, "first", ""))
+	waitUntil(t, "the first entry is in flight", func() bool { return g.inflight() == 1 })
+	var chs []<-chan proposed
+	for i := 0; i < 7; i++ {
+		chs = append(chs, proposeAsync(p, putCmd(t, 1, fmt.Sprintf("k%d", i), "")))
+		waitUntil(t, "the command queues", func() bool { return p.queued() == i+1 })
+	}
+	// Everything queued: from here on each entry applies as it comes.
+	g.set(true, nil)
+	for _, ch := range chs {
+		if got := <-ch; got.err != nil || got.res.Err != nil {
+			t.Fatalf("put: %+v", got)
+		}
+	}
+	<-first
+	var sizes []int
+	for _, e := range g.entries[1:] {
+		n := 1
+		if fsm.IsBatch(e) {
+			n = int(e[1])
+		}
+		sizes = append(sizes, n)
+	}
+	if fmt.Sprint(sizes) != "[3 3 1]" {
+		t.Fatalf("batches of %v commands, want [3 3 1]", sizes)
+	}
+
+	// By bytes: two small commands fit; a large one goes on its own, and
+	// so does one that would take a batch past the bound.
+	g = newGatedLog()
+	p = newProposer(g.apply)
+	p.maxInflight, p.maxBytes = 1, 200
+	small := putCmd(t, 1, "s", "")
+	bigData, err := fsm.Encode(1, &fsm.Put{Key: "big", Value: []byte(`"` + string(bytes.Repeat([]byte("x"), 300)) + `"`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first = proposeAsync(p, small)
+	waitUntil(t, "the first entry is in flight", func() bool { return g.inflight() == 1 })
+	chs = nil
+	var order [][]byte
+	for i, c := range [][]byte{small, small, bigData, small} {
+		order = append(order, c)
+		chs = append(chs, proposeAsync(p, c))
+		waitUntil(t, "the command queues", func() bool { return p.queued() == i+1 })
+	}
+	g.set(true, nil)
+	for _, ch := range chs {
+		<-ch
+	}
+	<-first
+	two, _ := fsm.EncodeBatch(order[:2])
+	if len(g.entries) != 4 || !bytes.Equal(g.entries[1], two) || !bytes.Equal(g.entries[2], bigData) || !bytes.Equal(g.entries[3], small) {
+		t.Fatalf("%d entries; want the first, a batch of two small ones, the big one alone, the last small one alone", len(g.entries))
+	}
+}
+
+// A Raft error fails every command of its entry with the wire error a
+// command alone would get; commands in other entries are not affected.
+func TestProposerRaftErrorFailsTheWholeEntry(t *testing.T) {
+	for _, rerr := range []error{raft.ErrNotLeader, raft.ErrLeadershipLost, raft.ErrEnqueueTimeout, raft.ErrRaftShutdown} {
+		t.Run(rerr.Error(), func(t *testing.T) {
+			g := newGatedLog()
+			p := newProposer(g.apply)
+			p.maxInflight = 1
+			first := proposeAsync(p, putCmd(t, 1, "a", ""))
+			waitUntil(t, "the first entry is in flight", func() bool { return g.inflight() == 1 })
+			var chs []<-chan proposed
+			for i := 0; i < 3; i++ {
+				chs = append(chs, proposeAsync(p, putCmd(t, 1, fmt.Sprintf("b%d", i), "")))
+				waitUntil(t, "the command queues", func() bool { return p.queued() == i+1 })
+			}
+			g.release(1)
+			putRevision(t, <-first)
+			waitUntil(t, "the batch is in flight", func() bool { return g.inflight() == 1 })
+			g.set(false, rerr)
+			g.release(1)
+			want := raftError(rerr)
+			for i, ch := range chs {
+				got := <-ch
+				if got.res != nil || got.err == nil || *got.err != *want {
+					t.Fatalf("command %d: %+v, want %+v", i, got, want)
+				}
+			}
+			g.set(true, nil)
+			if rev := putRevision(t, <-proposeAsync(p, putCmd(t, 1, "c", ""))); rev != 2 {
+				t.Fatalf("after the failed entry, a put at revision %d, want 2", rev)
+			}
+		})
+	}
+}
+
+// A response that does not fit the entry (a bug) is an internal error for
+// every command, never a wrong reply.
+func TestProposerUnexpectedResponse(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		commands int
+		resp     any
+	}{
+		{"a result list for a single command", 1, []fsm.Result{{}}},
+		{"nothing for a single command", 1, nil},
+		{"one result for a batch", 3, &fsm.Result{}},
+		{"too few results for a batch", 3, []fsm.Result{{}, {}}},
+		{"too many results for a batch", 3, []fsm.Result{{}, {}, {}, {}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGatedLog()
+			p := newProposer(func(entry []byte) raft.ApplyFuture {
+				f := g.apply(entry)
+				if fsm.IsBatch(entry) == (tc.commands > 1) {
+					return wrongResponse{f, tc.resp}
+				}
+				return f
+			})
+			p.maxInflight = 1
+			var chs []<-chan proposed
+			if tc.commands > 1 {
+				// One entry in flight, so that the commands queue and go
+				// as one entry after it.
+				first := proposeAsync(p, putCmd(t, 1, "first", ""))
+				waitUntil(t, "the first entry is in flight", func() bool { return g.inflight() == 1 })
+				for i := 0; i < tc.commands; i++ {
+					chs = append(chs, proposeAsync(p, putCmd(t, 1, fmt.Sprint(i), "")))
+					waitUntil(t, "the command queues", func() bool { return p.queued() == i+1 })
+				}
+				g.release(1)
+				putRevision(t, <-first)
+			} else {
+				chs = append(chs, proposeAsync(p, putCmd(t, 1, "a", "")))
+			}
+			g.set(true, nil)
+			for i, ch := range chs {
+				got := <-ch
+				if got.res != nil || got.err == nil || got.err.Name != schema.ErrInternal {
+					t.Fatalf("command %d: %+v; want an internal error", i, got)
+				}
+			}
+			if p.inflight != 0 || p.queued() != 0 {
+				t.Fatalf("proposer not idle: %d in flight, %d queued", p.inflight, p.queued())
+			}
+		})
+	}
+}
+
+// wrongResponse is an applied entry with a response that does not fit it.
+type wrongResponse struct {
+	raft.ApplyFuture
+	resp any
+}
+
+func (w wrongResponse) Response() any { return w.resp }
+
+// Many goroutines at once (run with -race): every command gets its own
+// result, each revision once, and the proposer ends idle.
+func TestProposerConcurrent(t *testing.T) {
+	for _, k := range []int{1, 2, 4} {
+		t.Run(fmt.Sprint("K", k), func(t *testing.T) {
+			g := newGatedLog()
+			g.set(true, nil)
+			p := newProposer(g.apply)
+			p.maxInflight = k
+			const goroutines, each = 32, 40
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			seen := map[int64]string{}
+			errs := make(chan error, goroutines)
+			for c := 0; c < goroutines; c++ {
+				wg.Add(1)
+				go func(c int) {
+					defer wg.Done()
+					for i := 0; i < each; i++ {
+						key := fmt.Sprintf("c%d.%d", c, i)
+						data, _ := fsm.EncodeKeyed(int64(i), "", &fsm.Put{Key: key, Value: []byte(`1`)})
+						res, e := p.propose(data)
+						if e != nil || res.Err != nil {
+							errs <- fmt.Errorf("%s: %v %v", key, e, res.Err)
+							return
+						}
+						rev := res.Reply.(*schema.KVPutReply).Revision
+						ev := res.Events[0]
+						if ev.Key != key || ev.Revision != rev {
+							errs <- fmt.Errorf("%s got the result of %s at %d", key, ev.Key, ev.Revision)
+							return
+						}
+						mu.Lock()
+						if other, dup := seen[rev]; dup {
+							mu.Unlock()
+							errs <- fmt.Errorf("revision %d answered to %s and %s", rev, other, key)
+							return
+						}
+						seen[rev] = key
+						mu.Unlock()
+					}
+				}(c)
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			if len(seen) != goroutines*each {
+				t.Fatalf("%d revisions for %d puts", len(seen), goroutines*each)
+			}
+			if g.most > k {
+				t.Fatalf("%d entries in flight at once, more than %d", g.most, k)
+			}
+			if p.inflight != 0 || p.queued() != 0 {
+				t.Fatalf("proposer not idle: %d in flight, %d queued", p.inflight, p.queued())
+			}
+			t.Logf("K=%d: %d commands in %d entries", k, goroutines*each, len(g.entries))
+		})
+	}
+}
+
+// On a real node, concurrent requests share log entries: fewer entries
+// than commands, every request answered correctly (run with -race).
+func TestConcurrentRequestsShareLogEntries(t *testing.T) {
+	s, nc := startTest(t, nil)
+	before := s.raft.LastIndex()
+	const clients, rounds = 32, 15
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			for r := 0; r < rounds; r++ {
+				key := fmt.Sprintf("share.c%d.k%d", c, r)
+				var p schema.KVPutReply
+				if e := request(t, nc, "concord.kv.put", map[string]any{"key": key, "value": r}, &p); e != nil {
+					errs <- fmt.Errorf("put %s: %v", key, e)
+					return
+				}
+				var got schema.KVGetReply
+				if e := request(t, nc, "concord.kv.get", map[string]any{"key": key}, &got); e != nil {
+					errs <- fmt.Errorf("get %s: %v", key, e)
+					return
+				}
+				if len(got.KVs) != 1 || got.KVs[0].ModRevision != p.Revision || string(got.KVs[0].Value) != fmt.Sprint(r) {
+					errs <- fmt.Errorf("%s: put at %d, read %+v", key, p.Revision, got.KVs)
+					return
+				}
+			}
+		}(c)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	entries := s.raft.LastIndex() - before
+	t.Logf("%d puts in %d log entries", clients*rounds, entries)
+	if entries >= clients*rounds {
+		t.Fatalf("%d puts took %d log entries: no batching", clients*rounds, entries)
+	}
+}
