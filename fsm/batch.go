@@ -14,6 +14,15 @@ import (
 // replays unchanged.
 const formatBatch = 3
 
+// LogFormat is the newest log entry format this release reads. Releases
+// before batch entries read formats 1 and 2 only, and would fail to apply
+// a batch: a leader may write batches only while every member reads
+// LogFormatBatch or newer.
+const LogFormat = formatBatch
+
+// LogFormatBatch is the first LogFormat that reads batch entries.
+const LogFormatBatch = formatBatch
+
 // MaxBatchCommands bounds the commands of one batch entry; a decoder refuses
 // more, so a corrupt count cannot make it allocate wildly.
 const MaxBatchCommands = 1 << 16

@@ -89,6 +89,10 @@ type NodeInfo struct {
 	// serving the same subject prefix on the bus, naming both cluster ids;
 	// while it lasts the cluster serves no requests.
 	Conflict string `json:"conflict,omitempty"`
+	// LogFormat is the newest log entry format the node's release reads
+	// (fsm.LogFormat); 0 from releases that do not say, which read
+	// single-command entries only.
+	LogFormat int `json:"log_format,omitempty"`
 }
 
 // NodeStateStarting is the state a node reports before its Raft starts,

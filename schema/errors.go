@@ -11,7 +11,8 @@ const (
 	ErrLeaseConflict  = "lease_conflict"
 	// ErrNodeNotFound: a cluster request named a node that is not a member.
 	ErrNodeNotFound = "node_not_found"
-	// ErrClusterMismatch: a node of one cluster asked to join another.
+	// ErrClusterMismatch: a node of one cluster asked to join another, or
+	// a node whose release cannot read the cluster's log asked to join.
 	ErrClusterMismatch = "cluster_mismatch"
 	// ErrBackupNotFound: a chunk request named a backup the leader does not
 	// hold (never made, finished, expired, or made by an earlier leader);
@@ -43,7 +44,7 @@ var ErrorTable = []ErrorSpec{
 	{ErrLeaseNotFound, 404, false, "the lease does not exist (never granted, expired or revoked)"},
 	{ErrLeaseExists, 409, false, "a grant asked for an id that is taken"},
 	{ErrNodeNotFound, 404, false, "the node is not a member of the cluster"},
-	{ErrClusterMismatch, 409, false, "the node belongs to another cluster"},
+	{ErrClusterMismatch, 409, false, "the node belongs to another cluster, or runs a release that cannot read its log"},
 	{ErrBackupNotFound, 404, false, "the leader holds no backup of that id (finished, expired, or taken by an earlier leader)"},
 	{ErrLeaseConflict, 409, false, "the key is attached to a different lease"},
 	{ErrIdempotencyConflict, 409, false, "the idempotency key was used for a different request"},

@@ -530,7 +530,7 @@ func backupReplyWith(f func(*ClusterBackupReply)) string {
 // in term 3. Without a hash the followers trail the leader by one applied
 // entry; with one, every node has applied the same log and has its hash.
 func sampleNode(id string, hash bool) NodeInfo {
-	ni := NodeInfo{ID: id, ClusterID: sampleClusterID, State: "follower", Term: 3, Leader: "n1", LastIndex: 1850, CommitIndex: 1850, AppliedIndex: 1849, Revision: 1842}
+	ni := NodeInfo{ID: id, ClusterID: sampleClusterID, State: "follower", Term: 3, Leader: "n1", LastIndex: 1850, CommitIndex: 1850, AppliedIndex: 1849, Revision: 1842, LogFormat: 3}
 	if id == "n1" || hash {
 		ni.AppliedIndex, ni.Revision = 1850, 1843
 	}

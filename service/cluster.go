@@ -210,6 +210,10 @@ func (s *Service) handleJoin(_ context.Context, m *nats.Msg) (any, *schema.Error
 		return nil, schema.Errorf(schema.ErrClusterMismatch, "node %s belongs to cluster %s, not to this cluster %s; give it an empty data directory to join", req.ID, req.ClusterID, ours)
 	}
 	if !s.hasVoter(req.ID, req.Address) {
+		if e := s.checkJoiner(req.ID); e != nil {
+			s.log.Warn("refused a join", "node", req.ID, "err", e.Description)
+			return nil, e
+		}
 		// Open a Raft connection to the joiner first: a node that cannot
 		// be reached, or whose certificate the CA did not sign, would
 		// otherwise become a voter that never receives the log and counts
@@ -395,7 +399,7 @@ func (s *Service) serveNodeInfo(m *nats.Msg) {
 		return
 	}
 	clusterID, _ := readClusterID(s.cfg.DataDir)
-	info := schema.NodeInfo{ID: s.cfg.NodeID, ClusterID: clusterID, State: schema.NodeStateStarting}
+	info := schema.NodeInfo{ID: s.cfg.NodeID, ClusterID: clusterID, State: schema.NodeStateStarting, LogFormat: fsm.LogFormat}
 	if s.raftStarted.Load() {
 		_, leader := s.raft.LeaderWithID()
 		info.State = strings.ToLower(s.raft.State().String())

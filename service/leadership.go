@@ -112,6 +112,11 @@ func (s *Service) becomeLeader(ctx context.Context) *leaderTerm {
 		defer term.wg.Done()
 		s.runExpirer(tctx)
 	}()
+	term.wg.Add(1)
+	go func() {
+		defer term.wg.Done()
+		s.runFormatGate(tctx)
+	}()
 	if err := s.subscribe(); err != nil {
 		s.log.Error("subscribe to request subjects", "err", err)
 	}

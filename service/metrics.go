@@ -236,10 +236,11 @@ var (
 	descCommitIndex = prometheus.NewDesc("concord_raft_commit_index", "The highest log index known to be committed.", nil, nil)
 	descApplied     = prometheus.NewDesc("concord_raft_applied_index", "The highest log index the state machine has applied.", nil, nil)
 	descLastIndex   = prometheus.NewDesc("concord_raft_last_index", "The last index in this node's log.", nil, nil)
+	descBatching    = prometheus.NewDesc("concord_raft_batch_entries", "1 while this node leads and puts concurrent requests' commands into shared log entries, which it does once every member has said its release reads them; 0 otherwise.", nil, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRevision, descKeys, descLeases, descAttached, descLeaseClock, descRaftState, descRaftTerm, descCommitIndex, descApplied, descLastIndex} {
+	for _, d := range []*prometheus.Desc{descRevision, descKeys, descLeases, descAttached, descLeaseClock, descRaftState, descRaftTerm, descCommitIndex, descApplied, descLastIndex, descBatching} {
 		ch <- d
 	}
 }
@@ -277,6 +278,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descRaftTerm, float64(r.CurrentTerm()))
 	gauge(descCommitIndex, float64(r.CommitIndex()))
 	gauge(descLastIndex, float64(r.LastIndex()))
+	batching := 0.0
+	if c.s.proposer.batching.Load() {
+		batching = 1
+	}
+	gauge(descBatching, batching)
 }
 
 // The go-metrics sink that bridges hashicorp/raft's own measurements

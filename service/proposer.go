@@ -3,6 +3,7 @@ package service
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 
@@ -19,6 +20,11 @@ import (
 // With fewer in flight a command is proposed at once, alone, as the
 // single-command entry it always was, so an idle server answers as fast as
 // before: nothing waits for a timer.
+//
+// Batch entries are proposed only while batching is on (formatgate.go:
+// every member reads them); while it is off every command goes straight to
+// Raft as its own entry, with no bound on how many are in flight, exactly
+// as before batches existed.
 //
 // There is no proposing goroutine: the request that finds a free slot
 // proposes, and a request whose entry has applied hands the next batch to
@@ -46,6 +52,9 @@ type proposer struct {
 	maxInflight int
 	maxCommands int
 	maxBytes    int
+	// batching is on while every member of the cluster reads batch
+	// entries (formatGate).
+	batching atomic.Bool
 
 	mu sync.Mutex
 	// queue holds the proposals no entry has taken yet, oldest first.
@@ -69,15 +78,25 @@ type proposal struct {
 	wake chan []*proposal
 }
 
-func newProposer(apply func([]byte) raft.ApplyFuture) *proposer {
-	return &proposer{apply: apply, maxInflight: proposeInflight, maxCommands: maxBatchCommands, maxBytes: maxBatchBytes}
+// newProposer returns a proposer with batching on or off.
+func newProposer(apply func([]byte) raft.ApplyFuture, batching bool) *proposer {
+	p := &proposer{apply: apply, maxInflight: proposeInflight, maxCommands: maxBatchCommands, maxBytes: maxBatchBytes}
+	p.batching.Store(batching)
+	return p
 }
 
 // propose appends a command (an entry from fsm.EncodeKeyed) to the log,
 // alone or with the commands of concurrent requests, and returns its
 // result. A Raft error is the wire error of every command in the entry.
 func (p *proposer) propose(data []byte) (*fsm.Result, *schema.Error) {
-	me := &proposal{data: data, wake: make(chan []*proposal, 1)}
+	me := &proposal{data: data}
+	if !p.batching.Load() {
+		// Commands queued before batching went off still go in batches;
+		// every member read those when they were taken.
+		p.propose1([]*proposal{me})
+		return me.res, me.err
+	}
+	me.wake = make(chan []*proposal, 1)
 	p.mu.Lock()
 	p.queue = append(p.queue, me)
 	var batch []*proposal

@@ -159,7 +159,7 @@ func putRevision(t *testing.T, got proposed) int64 {
 // each with its own result.
 func TestProposerIdleAloneBusyBatched(t *testing.T) {
 	g := newGatedLog()
-	p := newProposer(g.apply)
+	p := newProposer(g.apply, true)
 	p.maxInflight = 1
 	first := putCmd(t, 1, "a", "")
 	r1 := proposeAsync(p, first)
@@ -215,7 +215,7 @@ func TestProposerIdleAloneBusyBatched(t *testing.T) {
 // once.
 func TestProposerKeepsKInFlight(t *testing.T) {
 	g := newGatedLog()
-	p := newProposer(g.apply)
+	p := newProposer(g.apply, true)
 	p.maxInflight = 2
 	a := proposeAsync(p, putCmd(t, 1, "a", ""))
 	b := proposeAsync(p, putCmd(t, 1, "b", ""))
@@ -242,7 +242,7 @@ func TestProposerKeepsKInFlight(t *testing.T) {
 // a command larger than maxBytes goes alone.
 func TestProposerBatchBounds(t *testing.T) {
 	g := newGatedLog()
-	p := newProposer(g.apply)
+	p := newProposer(g.apply, true)
 	p.maxInflight, p.maxCommands = 1, 3
 	first := proposeAsync(p, putCmd(t, 1, "first", ""))
 	waitUntil(t, "the first entry is in flight", func() bool { return g.inflight() == 1 })
@@ -274,7 +274,7 @@ func TestProposerBatchBounds(t *testing.T) {
 	// By bytes: two small commands fit; a large one goes on its own, and
 	// so does one that would take a batch past the bound.
 	g = newGatedLog()
-	p = newProposer(g.apply)
+	p = newProposer(g.apply, true)
 	p.maxInflight, p.maxBytes = 1, 200
 	small := putCmd(t, 1, "s", "")
 	bigData, err := fsm.Encode(1, &fsm.Put{Key: "big", Value: []byte(`"` + string(bytes.Repeat([]byte("x"), 300)) + `"`)})
@@ -307,7 +307,7 @@ func TestProposerRaftErrorFailsTheWholeEntry(t *testing.T) {
 	for _, rerr := range []error{raft.ErrNotLeader, raft.ErrLeadershipLost, raft.ErrEnqueueTimeout, raft.ErrRaftShutdown} {
 		t.Run(rerr.Error(), func(t *testing.T) {
 			g := newGatedLog()
-			p := newProposer(g.apply)
+			p := newProposer(g.apply, true)
 			p.maxInflight = 1
 			first := proposeAsync(p, putCmd(t, 1, "a", ""))
 			waitUntil(t, "the first entry is in flight", func() bool { return g.inflight() == 1 })
@@ -358,7 +358,7 @@ func TestProposerUnexpectedResponse(t *testing.T) {
 					return wrongResponse{f, tc.resp}
 				}
 				return f
-			})
+			}, true)
 			p.maxInflight = 1
 			var chs []<-chan proposed
 			if tc.commands > 1 {
@@ -404,7 +404,7 @@ func TestProposerConcurrent(t *testing.T) {
 		t.Run(fmt.Sprint("K", k), func(t *testing.T) {
 			g := newGatedLog()
 			g.set(true, nil)
-			p := newProposer(g.apply)
+			p := newProposer(g.apply, true)
 			p.maxInflight = k
 			const goroutines, each = 32, 40
 			var wg sync.WaitGroup
@@ -463,6 +463,7 @@ func TestProposerConcurrent(t *testing.T) {
 // than commands, every request answered correctly (run with -race).
 func TestConcurrentRequestsShareLogEntries(t *testing.T) {
 	s, nc := startTest(t, nil)
+	waitUntil(t, "batching on", s.proposer.batching.Load)
 	before := s.raft.LastIndex()
 	const clients, rounds = 32, 15
 	var wg sync.WaitGroup

@@ -43,6 +43,8 @@ type Service struct {
 	sm        *stateMachine
 	// proposer groups the commands of concurrent requests into log entries.
 	proposer *proposer
+	// formats turns batching on while every member reads batch entries.
+	formats *formatGate
 
 	metrics  *metrics
 	http     *http.Server // the operator listener, when configured
@@ -120,7 +122,8 @@ func Start(cfg Config) (*Service, error) {
 		reqStats: newRequestStats(subjects.Endpoints),
 	}
 	s.reads = &readBarrier{s: s}
-	s.proposer = newProposer(s.applyEntry)
+	s.proposer = newProposer(s.applyEntry, false)
+	s.formats = newFormatGate(s.proposer.batching.Store)
 	s.started = time.Now()
 	s.metrics = newMetrics(s)
 	s.ctx, s.cancel = context.WithCancel(context.Background())

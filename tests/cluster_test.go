@@ -323,3 +323,52 @@ func TestClusterOnExternalNATS(t *testing.T) {
 		t.Fatalf("wrong password: err %v\n%s", err, tail(string(out), 5))
 	}
 }
+
+// A leader puts concurrent commands into shared log entries only while it
+// knows every member reads them: a leader elected while a member is down
+// proposes every command alone until that member is back and has said so.
+// Under load throughout, the replicas end byte-identical.
+func TestBatchEntriesWaitForEveryMember(t *testing.T) {
+	c := startCluster(t, 3, "--bus-check-interval", "200ms")
+	nc := c.conn()
+	batching := func(i int) float64 { return scrapeMetrics(t, c.metricsAddrs[i]).value("concord_raft_batch_entries") }
+	waitBatching := func(i int, want float64) {
+		t.Helper()
+		checkFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+			if got := batching(i); got != want {
+				return fmt.Errorf("n%d concord_raft_batch_entries %v, want %v", i+1, got, want)
+			}
+			return nil
+		})
+	}
+	leader := c.leaderIndex(nc)
+	waitBatching(leader, 1)
+	for i := range c.nodes {
+		if i != leader && batching(i) != 0 {
+			t.Fatalf("follower n%d reports batching", i+1)
+		}
+	}
+	w := startWorkload(t, c, 4)
+
+	// A follower goes down; the old leader is killed and comes back: the
+	// new leader cannot ask the downed follower.
+	down := (leader + 1) % 3
+	c.nodes[down].kill()
+	c.nodes[leader].kill()
+	c.nodes[leader].restart()
+	newLeader := c.leaderIndex(nc)
+	if newLeader == down {
+		t.Fatalf("n%d leads while it is down", down+1)
+	}
+	waitBatching(newLeader, 0)
+	time.Sleep(time.Second) // several gate rounds: still off
+	if got := batching(newLeader); got != 0 {
+		t.Fatalf("n%d batches while n%d, which it never heard from, is down", newLeader+1, down+1)
+	}
+
+	c.nodes[down].restart()
+	waitBatching(newLeader, 1)
+	time.Sleep(time.Second)
+	w.finish()
+	c.waitConverged(3, 30*time.Second)
+}

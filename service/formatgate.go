@@ -1,0 +1,164 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/concord-io/concord/fsm"
+	"github.com/concord-io/concord/schema"
+)
+
+// Batch entries (fsm.EncodeBatch) are a log entry format that releases
+// before this one cannot read: a follower running one would fail to apply
+// them, and its state would part from the others'. So a leader proposes
+// batches only once every member of the Raft configuration has said in its
+// node info that it reads them (schema.NodeInfo.LogFormat). During a
+// rolling upgrade, while any member still runs an older release or has not
+// answered, every command goes alone, as before batches existed. A node
+// that asks to join must read them too (checkJoiner): the log it replays
+// may hold batches.
+
+// formatGate turns the proposer's batching on and off for one leader.
+type formatGate struct {
+	batching func(on bool)
+
+	mu sync.Mutex
+	// gen changes whenever what is known is thrown away, so that a check
+	// that began before cannot turn batching on after.
+	gen uint64
+	// formats holds the members that reported, during this term, a log
+	// format that reads batches. They are not asked again: going back to
+	// an older release while the log may hold batches is not supported.
+	formats map[raft.ServerID]int
+}
+
+func newFormatGate(batching func(on bool)) *formatGate {
+	return &formatGate{batching: batching, formats: map[raft.ServerID]int{}}
+}
+
+// reset forgets every member's format and turns batching off: at the start
+// and end of each leader term.
+func (g *formatGate) reset() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.gen++
+	clear(g.formats)
+	g.batching(false)
+}
+
+// learned records a member's format (one that reads batches), as
+// checkJoiner learns it.
+func (g *formatGate) learned(id raft.ServerID, format int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.formats[id] = format
+}
+
+// check asks every member of servers whose format is not yet known and
+// turns batching on if all read batch entries, off otherwise. It reports
+// whether batching is on. self is this node, which runs this release.
+func (g *formatGate) check(servers []raft.Server, self raft.ServerID, ask func(raft.ServerID) (int, error)) bool {
+	g.mu.Lock()
+	gen := g.gen
+	var unknown []raft.ServerID
+	for _, srv := range servers {
+		if _, ok := g.formats[srv.ID]; !ok && srv.ID != self {
+			unknown = append(unknown, srv.ID)
+		}
+	}
+	g.mu.Unlock()
+
+	answers := make([]int, len(unknown))
+	errs := make([]error, len(unknown))
+	var wg sync.WaitGroup
+	for i, id := range unknown {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answers[i], errs[i] = ask(id)
+		}()
+	}
+	wg.Wait()
+
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.gen != gen {
+		return false // reset meanwhile: the next round asks again
+	}
+	// Only a format that reads batches is kept: a member still on an
+	// older release is asked again next round, as it may be upgraded by
+	// then.
+	for i, id := range unknown {
+		if errs[i] == nil && answers[i] >= fsm.LogFormatBatch {
+			g.formats[id] = answers[i]
+		}
+	}
+	on := true
+	for _, srv := range servers {
+		f, ok := g.formats[srv.ID]
+		if srv.ID != self && (!ok || f < fsm.LogFormatBatch) {
+			on = false
+		}
+	}
+	g.batching(on)
+	return on
+}
+
+// runFormatGate keeps the proposer's batching in step with what the
+// members read, for as long as this node leads.
+func (s *Service) runFormatGate(ctx context.Context) {
+	s.formats.reset()
+	defer s.formats.reset()
+	t := time.NewTicker(s.cfg.BusCheckInterval)
+	defer t.Stop()
+	for {
+		if f := s.raft.GetConfiguration(); f.Error() == nil {
+			s.formats.check(f.Configuration().Servers, raft.ServerID(s.cfg.NodeID), s.memberLogFormat)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// memberLogFormat asks a node which log format its release reads. A node
+// that answers without saying runs a release from before batch entries.
+func (s *Service) memberLogFormat(id raft.ServerID) (int, error) {
+	req, _ := json.Marshal(schema.NodeInfoRequest{})
+	msg, err := s.nc.Request(s.names.NodeInfo(string(id)), req, time.Second)
+	if err != nil {
+		return 0, fmt.Errorf("ask node %s its log format: %w", id, err)
+	}
+	if e := replyError(msg); e != nil {
+		return 0, fmt.Errorf("ask node %s its log format: %s", id, e.Description)
+	}
+	var info schema.NodeInfo
+	if err := json.Unmarshal(msg.Data, &info); err != nil {
+		return 0, fmt.Errorf("ask node %s its log format: %w", id, err)
+	}
+	if info.ID != string(id) {
+		return 0, fmt.Errorf("ask node %s its log format: node %q answered", id, info.ID)
+	}
+	return info.LogFormat, nil
+}
+
+// checkJoiner refuses a new member whose release cannot read batch
+// entries: the log it would replay may hold them.
+func (s *Service) checkJoiner(id string) *schema.Error {
+	format, err := s.memberLogFormat(raft.ServerID(id))
+	if err != nil {
+		return schema.Errorf(schema.ErrUnavailable, "the leader could not learn which release node %s runs (it asks before admitting a node): %v", id, err)
+	}
+	if format < fsm.LogFormatBatch {
+		return schema.Errorf(schema.ErrClusterMismatch, "node %s runs an older release, which cannot read this cluster's log (log format %d, this cluster writes %d); upgrade it to the cluster's release before it joins", id, format, fsm.LogFormat)
+	}
+	s.formats.learned(raft.ServerID(id), format)
+	return nil
+}
