@@ -209,11 +209,13 @@ func (s *Service) handleJoin(_ context.Context, m *nats.Msg) (any, *schema.Error
 	if req.ClusterID != "" && req.ClusterID != ours {
 		return nil, schema.Errorf(schema.ErrClusterMismatch, "node %s belongs to cluster %s, not to this cluster %s; give it an empty data directory to join", req.ID, req.ClusterID, ours)
 	}
+	// A member asks again only when it lost its data or its join reply:
+	// it may come back on another release, so it is asked too.
+	if e := s.checkJoiner(req.ID); e != nil {
+		s.log.Warn("refused a join", "node", req.ID, "err", e.Description)
+		return nil, e
+	}
 	if !s.hasVoter(req.ID, req.Address) {
-		if e := s.checkJoiner(req.ID); e != nil {
-			s.log.Warn("refused a join", "node", req.ID, "err", e.Description)
-			return nil, e
-		}
 		// Open a Raft connection to the joiner first: a node that cannot
 		// be reached, or whose certificate the CA did not sign, would
 		// otherwise become a voter that never receives the log and counts

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,8 +33,9 @@ type formatGate struct {
 	// that began before cannot turn batching on after.
 	gen uint64
 	// formats holds the members that reported, during this term, a log
-	// format that reads batches. They are not asked again: going back to
-	// an older release while the log may hold batches is not supported.
+	// format that reads batches. A member that stops answering (it is down)
+	// keeps its place: it comes back on the same release, and it would
+	// otherwise stop batches for the whole cluster while it is away.
 	formats map[raft.ServerID]int
 }
 
@@ -59,24 +61,25 @@ func (g *formatGate) learned(id raft.ServerID, format int) {
 	g.formats[id] = format
 }
 
-// check asks every member of servers whose format is not yet known and
-// turns batching on if all read batch entries, off otherwise. It reports
-// whether batching is on. self is this node, which runs this release.
-func (g *formatGate) check(servers []raft.Server, self raft.ServerID, ask func(raft.ServerID) (int, error)) bool {
+// check asks every member of servers but self (which runs this release)
+// which log format it reads, and turns batching on if all read batch
+// entries, off otherwise. It returns whether batching is on and, when it
+// is off, why: a sentence per member that keeps it off.
+func (g *formatGate) check(servers []raft.Server, self raft.ServerID, ask func(raft.ServerID) (int, error)) (bool, []string) {
 	g.mu.Lock()
 	gen := g.gen
-	var unknown []raft.ServerID
-	for _, srv := range servers {
-		if _, ok := g.formats[srv.ID]; !ok && srv.ID != self {
-			unknown = append(unknown, srv.ID)
-		}
-	}
 	g.mu.Unlock()
 
-	answers := make([]int, len(unknown))
-	errs := make([]error, len(unknown))
+	var others []raft.ServerID
+	for _, srv := range servers {
+		if srv.ID != self {
+			others = append(others, srv.ID)
+		}
+	}
+	answers := make([]int, len(others))
+	errs := make([]error, len(others))
 	var wg sync.WaitGroup
-	for i, id := range unknown {
+	for i, id := range others {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -88,37 +91,51 @@ func (g *formatGate) check(servers []raft.Server, self raft.ServerID, ask func(r
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.gen != gen {
-		return false // reset meanwhile: the next round asks again
+		return false, []string{"a new term began while members were asked"}
 	}
-	// Only a format that reads batches is kept: a member still on an
-	// older release is asked again next round, as it may be upgraded by
-	// then.
-	for i, id := range unknown {
-		if errs[i] == nil && answers[i] >= fsm.LogFormatBatch {
+	var why []string
+	for i, id := range others {
+		_, known := g.formats[id]
+		switch {
+		case errs[i] == nil && answers[i] >= fsm.LogFormatBatch:
 			g.formats[id] = answers[i]
+		case errs[i] == nil:
+			// Reinstalled on an older release, say: it cannot apply the
+			// batches already in the log, and must get no more.
+			delete(g.formats, id)
+			why = append(why, fmt.Sprintf("node %s runs a release that reads log format %d, older than batch entries (%d)", id, answers[i], fsm.LogFormatBatch))
+		case !known:
+			why = append(why, fmt.Sprintf("node %s has not said which log format it reads: %v", id, errs[i]))
 		}
 	}
-	on := true
-	for _, srv := range servers {
-		f, ok := g.formats[srv.ID]
-		if srv.ID != self && (!ok || f < fsm.LogFormatBatch) {
-			on = false
-		}
-	}
+	on := len(why) == 0
 	g.batching(on)
-	return on
+	return on, why
 }
 
 // runFormatGate keeps the proposer's batching in step with what the
-// members read, for as long as this node leads.
+// members read, for as long as this node leads, and logs each change.
 func (s *Service) runFormatGate(ctx context.Context) {
 	s.formats.reset()
 	defer s.formats.reset()
 	t := time.NewTicker(s.cfg.BusCheckInterval)
 	defer t.Stop()
+	last := ""
 	for {
 		if f := s.raft.GetConfiguration(); f.Error() == nil {
-			s.formats.check(f.Configuration().Servers, raft.ServerID(s.cfg.NodeID), s.memberLogFormat)
+			on, why := s.formats.check(f.Configuration().Servers, raft.ServerID(s.cfg.NodeID), s.memberLogFormat)
+			state := "on"
+			if !on {
+				state = strings.Join(why, "; ")
+			}
+			if state != last {
+				if on {
+					s.log.Info("batch entries on: every member reads them")
+				} else {
+					s.log.Warn("batch entries off: every command goes alone", "why", state)
+				}
+				last = state
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -42,8 +42,9 @@ func servers(ids ...string) []raft.Server {
 }
 
 // The gate turns batching on only when every other member has said it
-// reads batch entries; a member that is silent or on an older release
-// keeps it off, and is asked again until it says so.
+// reads batch entries. A member that never answered, or that says it runs
+// an older release, keeps it off, and is asked again every round; a member
+// that answered once and then falls silent (it is down) does not.
 func TestFormatGate(t *testing.T) {
 	var on bool
 	g := newFormatGate(func(b bool) { on = b })
@@ -53,57 +54,54 @@ func TestFormatGate(t *testing.T) {
 		asked:   map[raft.ServerID]int{},
 	}
 	three := servers("n1", "n2", "n3")
-
-	if g.check(servers("n1"), "n1", a.ask) != true || !on {
-		t.Fatal("a one-node cluster does not batch")
+	check := func(want bool, srv []raft.Server, why string) {
+		t.Helper()
+		got, reasons := g.check(srv, "n1", a.ask)
+		if got != want || on != want {
+			t.Fatalf("check = %v (gate set %v), want %v; reasons %q", got, on, want, reasons)
+		}
+		if joined := strings.Join(reasons, "; "); !strings.Contains(joined, why) || (want && joined != "") {
+			t.Fatalf("reasons %q, want them to say %q", joined, why)
+		}
 	}
+
+	check(true, servers("n1"), "")
 	if len(a.asked) != 0 {
 		t.Fatalf("the leader asked %v; it knows its own release", a.asked)
 	}
-	if g.check(three, "n1", a.ask) || on {
-		t.Fatal("batching with n3 on an older release (no log_format)")
-	}
+	check(false, three, "node n3 runs a release that reads log format 0")
 	a.formats["n3"] = fsm.LogFormatBatch - 1
-	if g.check(three, "n1", a.ask) || on {
-		t.Fatal("batching with n3 reading format 2")
-	}
+	check(false, three, "node n3 runs a release that reads log format 2")
 	a.formats["n3"], a.fail["n3"] = fsm.LogFormat, true
-	if g.check(three, "n1", a.ask) || on {
-		t.Fatal("batching with n3 silent")
-	}
+	check(false, three, "node n3 has not said which log format it reads: no responders")
 	a.fail["n3"] = false // upgraded and back
-	if !g.check(three, "n1", a.ask) || !on {
-		t.Fatal("no batching once every member reads batch entries")
-	}
-	// n2 is known since its first answer; n3 was asked every round.
-	if a.asked["n2"] != 1 || a.asked["n3"] != 4 {
-		t.Fatalf("asked %v, want n2 once and n3 four times", a.asked)
-	}
-	if !g.check(three, "n1", a.ask) || a.asked["n3"] != 4 {
-		t.Fatalf("a known member asked again: %v", a.asked)
+	check(true, three, "")
+	if a.asked["n2"] != 4 || a.asked["n3"] != 4 {
+		t.Fatalf("asked %v, want every member every round", a.asked)
 	}
 
-	// A new member is unknown until it answers.
+	// A known member that goes down keeps batching on.
+	a.fail["n3"] = true
+	check(true, three, "")
+	// One that comes back on an older release turns it off.
+	a.fail["n3"], a.formats["n3"] = false, 0
+	check(false, three, "node n3 runs a release that reads log format 0")
+	a.formats["n3"] = fsm.LogFormat
+	check(true, three, "")
+
+	// A new member is unknown until it answers or its join is checked.
 	four := servers("n1", "n2", "n3", "n4")
 	a.fail["n4"] = true
-	if g.check(four, "n1", a.ask) || on {
-		t.Fatal("batching with a new member that has not answered")
-	}
+	check(false, four, "node n4 has not said")
 	g.learned("n4", fsm.LogFormat) // as checkJoiner learns it
-	if !g.check(four, "n1", a.ask) || !on {
-		t.Fatal("no batching after the joiner was checked")
-	}
+	check(true, four, "")
 
 	// A new term starts from nothing.
 	g.reset()
 	if on {
 		t.Fatal("batching on after reset")
 	}
-	a.fail["n4"] = false
-	a.formats["n4"] = 0
-	if g.check(four, "n1", a.ask) || on {
-		t.Fatal("a new term kept what the last one knew")
-	}
+	check(false, four, "node n4 has not said")
 }
 
 // A reset while members are being asked wins: the check that began
@@ -119,7 +117,10 @@ func TestFormatGateResetDuringCheck(t *testing.T) {
 		return fsm.LogFormat, nil
 	}
 	done := make(chan bool)
-	go func() { done <- g.check(servers("n1", "n2"), "n1", ask) }()
+	go func() {
+		on, _ := g.check(servers("n1", "n2"), "n1", ask)
+		done <- on
+	}()
 	<-asking
 	g.reset()
 	close(resetDone)

@@ -236,11 +236,12 @@ var (
 	descCommitIndex = prometheus.NewDesc("concord_raft_commit_index", "The highest log index known to be committed.", nil, nil)
 	descApplied     = prometheus.NewDesc("concord_raft_applied_index", "The highest log index the state machine has applied.", nil, nil)
 	descLastIndex   = prometheus.NewDesc("concord_raft_last_index", "The last index in this node's log.", nil, nil)
+	descBatchCount  = prometheus.NewDesc("concord_raft_batch_entries_applied_total", "Log entries carrying the commands of several requests that this node applied (since it started; entries replayed at start are not counted).", nil, nil)
 	descBatching    = prometheus.NewDesc("concord_raft_batch_entries", "1 while this node leads and puts concurrent requests' commands into shared log entries, which it does once every member has said its release reads them; 0 otherwise.", nil, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRevision, descKeys, descLeases, descAttached, descLeaseClock, descRaftState, descRaftTerm, descCommitIndex, descApplied, descLastIndex, descBatching} {
+	for _, d := range []*prometheus.Desc{descRevision, descKeys, descLeases, descAttached, descLeaseClock, descRaftState, descRaftTerm, descCommitIndex, descApplied, descLastIndex, descBatching, descBatchCount} {
 		ch <- d
 	}
 }
@@ -263,6 +264,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descAttached, float64(attached))
 	gauge(descLeaseClock, float64(now)/1000)
 	gauge(descApplied, float64(c.s.sm.applied.get()))
+	ch <- prometheus.MustNewConstMetric(descBatchCount, prometheus.CounterValue, float64(c.s.sm.batchEntries.Load()))
 	r := c.s.raft
 	if r == nil {
 		return

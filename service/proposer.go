@@ -91,8 +91,8 @@ func newProposer(apply func([]byte) raft.ApplyFuture, batching bool) *proposer {
 func (p *proposer) propose(data []byte) (*fsm.Result, *schema.Error) {
 	me := &proposal{data: data}
 	if !p.batching.Load() {
-		// Commands queued before batching went off still go in batches;
-		// every member read those when they were taken.
+		// Commands still queued from before batching went off drain one
+		// entry each (takeLocked).
 		p.propose1([]*proposal{me})
 		return me.res, me.err
 	}
@@ -123,10 +123,16 @@ func (p *proposer) propose(data []byte) (*fsm.Result, *schema.Error) {
 }
 
 // takeLocked removes the next batch from the queue: everything queued, up
-// to the count and byte bounds, and at least one proposal.
+// to the count and byte bounds, and at least one proposal; just one while
+// batching is off, so that nothing queued becomes a batch entry after the
+// members' formats are in doubt.
 func (p *proposer) takeLocked() []*proposal {
+	limit := p.maxCommands
+	if !p.batching.Load() {
+		limit = 1
+	}
 	n, size := 0, 0
-	for n < len(p.queue) && n < p.maxCommands {
+	for n < len(p.queue) && n < limit {
 		size += len(p.queue[n].data)
 		if n > 0 && size > p.maxBytes {
 			break

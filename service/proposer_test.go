@@ -502,3 +502,40 @@ func TestConcurrentRequestsShareLogEntries(t *testing.T) {
 		t.Fatalf("%d puts took %d log entries: no batching", clients*rounds, entries)
 	}
 }
+
+// Batching switched off while commands wait (a new term whose members are
+// not yet known): the waiting commands drain one entry each, and new ones
+// go straight to Raft without waiting for them.
+func TestProposerBatchingOffDrainsAlone(t *testing.T) {
+	g := newGatedLog()
+	p := newProposer(g.apply, true)
+	first := proposeAsync(p, putCmd(t, 1, "first", ""))
+	waitUntil(t, "the first entry is in flight", func() bool { return g.inflight() == 1 })
+	var queued []<-chan proposed
+	for i := 0; i < 3; i++ {
+		queued = append(queued, proposeAsync(p, putCmd(t, 1, fmt.Sprint("q", i), "")))
+		waitUntil(t, "the command queues", func() bool { return p.queued() == i+1 })
+	}
+	p.batching.Store(false)
+	direct := proposeAsync(p, putCmd(t, 1, "direct", ""))
+	waitUntil(t, "the new command goes to Raft at once", func() bool { return g.inflight() == 2 })
+	g.set(true, nil)
+	putRevision(t, <-first)
+	putRevision(t, <-direct)
+	for _, ch := range queued {
+		putRevision(t, <-ch)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.entries) != 5 {
+		t.Fatalf("%d entries for 5 commands after batching went off", len(g.entries))
+	}
+	for i, e := range g.entries {
+		if fsm.IsBatch(e) {
+			t.Fatalf("entry %d is a batch entry, proposed after batching went off", i)
+		}
+	}
+	if p.inflight != 0 || len(p.queue) != 0 {
+		t.Fatalf("proposer not idle: %d in flight, %d queued", p.inflight, len(p.queue))
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -33,6 +34,8 @@ type stateMachine struct {
 	// counting them again would count old activity as new.
 	onResult  func(r *fsm.Result, now int64)
 	countFrom uint64
+	// batchEntries counts the batch entries applied after countFrom.
+	batchEntries atomic.Uint64
 	// onSnapshot, when set, learns each persisted snapshot's duration and
 	// size (telemetry).
 	onSnapshot func(d time.Duration, bytes int64)
@@ -69,6 +72,9 @@ func (m *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 		results[i] = rs
 		if fsm.IsBatch(l.Data) {
 			out[i] = rs
+			if l.Index > m.countFrom {
+				m.batchEntries.Add(1)
+			}
 		} else {
 			out[i] = &rs[0]
 		}

@@ -361,14 +361,27 @@ func TestBatchEntriesWaitForEveryMember(t *testing.T) {
 		t.Fatalf("n%d leads while it is down", down+1)
 	}
 	waitBatching(newLeader, 0)
-	time.Sleep(time.Second) // several gate rounds: still off
+	applied := func() float64 {
+		return scrapeMetrics(t, c.metricsAddrs[newLeader]).value("concord_raft_batch_entries_applied_total")
+	}
+	before := applied()
+	time.Sleep(2 * time.Second) // several gate rounds under load: still off, and no batch entry written
 	if got := batching(newLeader); got != 0 {
 		t.Fatalf("n%d batches while n%d, which it never heard from, is down", newLeader+1, down+1)
+	}
+	if after := applied(); after != before {
+		t.Fatalf("n%d applied %v batch entries while n%d was down", newLeader+1, after-before, down+1)
 	}
 
 	c.nodes[down].restart()
 	waitBatching(newLeader, 1)
-	time.Sleep(time.Second)
+	before = applied()
+	checkFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+		if applied() == before {
+			return fmt.Errorf("no batch entry applied since batching came back on")
+		}
+		return nil
+	})
 	w.finish()
 	c.waitConverged(3, 30*time.Second)
 }
