@@ -64,6 +64,17 @@ func countOn(t *testing.T, nc *nats.Conn, subject string) func() int {
 	}
 }
 
+// settledCount waits until count reaches at least want (the messages
+// already sent have been handled) and returns it then.
+func settledCount(t *testing.T, count func() int, want int) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for count() < want && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return count()
+}
+
 // Without any NATS permissions in the way, a request whose reply subject
 // is a watch subject, a request subject, a $ subject or not a literal
 // subject is dropped by the node: never executed, never answered, and
@@ -149,10 +160,12 @@ func TestStrayReplySubjectsAreRefused(t *testing.T) {
 	if got := onSRV(); got != 0 {
 		t.Fatalf("%d messages on $SRV subjects", got)
 	}
-	if got := onGet(); got != sentToGet+1 {
+	// Flush returns before the observer's handlers have run: wait for
+	// what was sent, then demand no more.
+	if got := settledCount(t, onGet, sentToGet+1); got != sentToGet+1 {
 		t.Fatalf("%d messages on concord.kv.get, sent %d: a reply went there", got, sentToGet+1)
 	}
-	if got := onInvalid(); got != 1 { // the one answered request above
+	if got := settledCount(t, onInvalid, 1); got != 1 { // the one answered request above
 		t.Fatalf("%d messages under steer.>, want the 1 answered reply", got)
 	}
 	if got := c.revision(); got != rev {
