@@ -361,20 +361,14 @@ func (s *Service) members(withHash bool) ([]schema.Member, *schema.Error) {
 	}
 	servers := f.Configuration().Servers
 	out := make([]schema.Member, len(servers))
-	req, _ := json.Marshal(schema.NodeInfoRequest{Hash: withHash})
 	var wg sync.WaitGroup
 	for i, srv := range servers {
 		out[i] = schema.Member{ID: string(srv.ID), Address: string(srv.Address), Suffrage: suffrage(srv.Suffrage)}
 		wg.Add(1)
 		go func(mb *schema.Member) {
 			defer wg.Done()
-			msg, err := s.nc.Request(s.names.NodeInfo(mb.ID), req, time.Second)
-			if err != nil || replyError(msg) != nil {
-				return
-			}
-			var info schema.NodeInfo
-			if json.Unmarshal(msg.Data, &info) == nil {
-				mb.Reachable, mb.Node = true, &info
+			if info, err := s.askNodeInfo(mb.ID, schema.NodeInfoRequest{Hash: withHash}, time.Second); err == nil {
+				mb.Reachable, mb.Node = true, info
 			}
 		}(&out[i])
 	}
@@ -387,6 +381,27 @@ func suffrage(s raft.ServerSuffrage) string {
 		return schema.SuffrageVoter
 	}
 	return schema.SuffrageNonvoter
+}
+
+// askNodeInfo asks node id for its own report over the bus: an error
+// reply, a body that does not decode, or another node's answer is an error.
+func (s *Service) askNodeInfo(id string, req schema.NodeInfoRequest, timeout time.Duration) (*schema.NodeInfo, error) {
+	body, _ := json.Marshal(req)
+	msg, err := s.nc.Request(s.names.NodeInfo(id), body, timeout)
+	if err != nil {
+		return nil, fmt.Errorf("ask node %s for its node info: %w", id, err)
+	}
+	if e := replyError(msg); e != nil {
+		return nil, fmt.Errorf("ask node %s for its node info: %s: %s", id, e.Name, e.Description)
+	}
+	var info schema.NodeInfo
+	if err := json.Unmarshal(msg.Data, &info); err != nil {
+		return nil, fmt.Errorf("ask node %s for its node info: %w", id, err)
+	}
+	if info.ID != id {
+		return nil, fmt.Errorf("ask node %s for its node info: node %q answered", id, info.ID)
+	}
+	return &info, nil
 }
 
 // serveNodeInfo answers P.cluster.node.<id>.info and P.cluster.nodes on

@@ -3,6 +3,7 @@ package service
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -29,5 +30,44 @@ func TestClusterRequestsRefuseBadInput(t *testing.T) {
 		if e == nil || e.Name != schema.ErrInvalidRequest || !strings.Contains(e.Description, c.want) {
 			t.Errorf("%s: %v, want invalid_request saying %q", c.name, e, c.want)
 		}
+	}
+}
+
+// askNodeInfo takes only the named node's own report: an error reply, a
+// body that does not decode, another node's answer and silence are errors.
+func TestAskNodeInfo(t *testing.T) {
+	s, nc := startTest(t, nil)
+	answer := func(id string, f func(m *nats.Msg)) {
+		t.Helper()
+		sub, err := nc.Subscribe(s.names.NodeInfo(id), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+	}
+	answer("e1", func(m *nats.Msg) {
+		r := nats.NewMsg(m.Reply)
+		r.Header.Set(schema.HeaderErrorCode, "400")
+		r.Data = []byte(`{"error":{"code":400,"name":"invalid_request","description":"no"}}`)
+		_ = m.RespondMsg(r)
+	})
+	answer("e2", func(m *nats.Msg) { _ = m.Respond([]byte(`{"id":`)) })
+	answer("e3", func(m *nats.Msg) { _ = m.Respond([]byte(`{"id":"someone-else"}`)) })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{
+		"e1": "invalid_request: no",
+		"e2": "unexpected end of JSON input",
+		"e3": `node "someone-else" answered`,
+		"e4": "no responders",
+	} {
+		if _, err := s.askNodeInfo(id, schema.NodeInfoRequest{}, time.Second); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ask %s: %v, want an error saying %q", id, err, want)
+		}
+	}
+	info, err := s.askNodeInfo(s.cfg.NodeID, schema.NodeInfoRequest{}, 5*time.Second)
+	if err != nil || info.ID != s.cfg.NodeID || info.LogFormat == 0 {
+		t.Fatalf("ask itself: %+v, %v", info, err)
 	}
 }

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -148,20 +147,9 @@ func (s *Service) runFormatGate(ctx context.Context) {
 // memberLogFormat asks a node which log format its release reads. A node
 // that answers without saying runs a release from before batch entries.
 func (s *Service) memberLogFormat(id raft.ServerID) (int, error) {
-	req, _ := json.Marshal(schema.NodeInfoRequest{})
-	msg, err := s.nc.Request(s.names.NodeInfo(string(id)), req, time.Second)
+	info, err := s.askNodeInfo(string(id), schema.NodeInfoRequest{}, time.Second)
 	if err != nil {
-		return 0, fmt.Errorf("ask node %s its log format: %w", id, err)
-	}
-	if e := replyError(msg); e != nil {
-		return 0, fmt.Errorf("ask node %s its log format: %s", id, e.Description)
-	}
-	var info schema.NodeInfo
-	if err := json.Unmarshal(msg.Data, &info); err != nil {
-		return 0, fmt.Errorf("ask node %s its log format: %w", id, err)
-	}
-	if info.ID != string(id) {
-		return 0, fmt.Errorf("ask node %s its log format: node %q answered", id, info.ID)
+		return 0, err
 	}
 	return info.LogFormat, nil
 }

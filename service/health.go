@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -104,17 +103,9 @@ const readyWait = time.Second
 
 // leaderCommitIndex asks the leader, over NATS, for its commit index.
 func (s *Service) leaderCommitIndex(id string) (uint64, error) {
-	req, _ := json.Marshal(schema.NodeInfoRequest{})
-	msg, err := s.nc.Request(s.names.NodeInfo(id), req, readyWait)
+	info, err := s.askNodeInfo(id, schema.NodeInfoRequest{}, readyWait)
 	if err != nil {
 		return 0, err
-	}
-	var info schema.NodeInfo
-	if err := json.Unmarshal(msg.Data, &info); err != nil {
-		return 0, fmt.Errorf("decode the leader's node info: %w", err)
-	}
-	if info.ID != id {
-		return 0, fmt.Errorf("node info from %q, asked %q", info.ID, id)
 	}
 	return info.CommitIndex, nil
 }
