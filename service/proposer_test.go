@@ -407,44 +407,34 @@ func TestProposerConcurrent(t *testing.T) {
 			p := newProposer(g.apply, true)
 			p.maxInflight = k
 			const goroutines, each = 32, 40
-			var wg sync.WaitGroup
 			var mu sync.Mutex
 			seen := map[int64]string{}
-			errs := make(chan error, goroutines)
-			for c := 0; c < goroutines; c++ {
-				wg.Add(1)
-				go func(c int) {
-					defer wg.Done()
-					for i := 0; i < each; i++ {
-						key := fmt.Sprintf("c%d.%d", c, i)
-						data, _ := fsm.EncodeKeyed(int64(i), "", &fsm.Put{Key: key, Value: []byte(`1`)})
-						res, e := p.propose(data)
-						if e != nil || res.Err != nil {
-							errs <- fmt.Errorf("%s: %v %v", key, e, res.Err)
-							return
-						}
-						rev := res.Reply.(*schema.KVPutReply).Revision
-						ev := res.Events[0]
-						if ev.Key != key || ev.Revision != rev {
-							errs <- fmt.Errorf("%s got the result of %s at %d", key, ev.Key, ev.Revision)
-							return
-						}
-						mu.Lock()
-						if other, dup := seen[rev]; dup {
-							mu.Unlock()
-							errs <- fmt.Errorf("revision %d answered to %s and %s", rev, other, key)
-							return
-						}
-						seen[rev] = key
-						mu.Unlock()
+			concurrently(t, goroutines, func(c int) error {
+				for i := 0; i < each; i++ {
+					key := fmt.Sprintf("c%d.%d", c, i)
+					data, _ := fsm.EncodeKeyed(int64(i), "", &fsm.Put{Key: key, Value: []byte(`1`)})
+					res, e := p.propose(data)
+					if e != nil {
+						return fmt.Errorf("%s: %v", key, e)
 					}
-				}(c)
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Error(err)
-			}
+					if res.Err != nil {
+						return fmt.Errorf("%s: %v", key, res.Err)
+					}
+					rev := res.Reply.(*schema.KVPutReply).Revision
+					ev := res.Events[0]
+					if ev.Key != key || ev.Revision != rev {
+						return fmt.Errorf("%s got the result of %s at %d", key, ev.Key, ev.Revision)
+					}
+					mu.Lock()
+					other, dup := seen[rev]
+					seen[rev] = key
+					mu.Unlock()
+					if dup {
+						return fmt.Errorf("revision %d answered to %s and %s", rev, other, key)
+					}
+				}
+				return nil
+			})
 			if len(seen) != goroutines*each {
 				t.Fatalf("%d revisions for %d puts", len(seen), goroutines*each)
 			}
@@ -466,36 +456,23 @@ func TestConcurrentRequestsShareLogEntries(t *testing.T) {
 	waitUntil(t, "batching on", s.proposer.batching.Load)
 	before := s.raft.LastIndex()
 	const clients, rounds = 32, 15
-	var wg sync.WaitGroup
-	errs := make(chan error, clients)
-	for c := 0; c < clients; c++ {
-		wg.Add(1)
-		go func(c int) {
-			defer wg.Done()
-			for r := 0; r < rounds; r++ {
-				key := fmt.Sprintf("share.c%d.k%d", c, r)
-				var p schema.KVPutReply
-				if e := request(t, nc, "concord.kv.put", map[string]any{"key": key, "value": r}, &p); e != nil {
-					errs <- fmt.Errorf("put %s: %v", key, e)
-					return
-				}
-				var got schema.KVGetReply
-				if e := request(t, nc, "concord.kv.get", map[string]any{"key": key}, &got); e != nil {
-					errs <- fmt.Errorf("get %s: %v", key, e)
-					return
-				}
-				if len(got.KVs) != 1 || got.KVs[0].ModRevision != p.Revision || string(got.KVs[0].Value) != fmt.Sprint(r) {
-					errs <- fmt.Errorf("%s: put at %d, read %+v", key, p.Revision, got.KVs)
-					return
-				}
+	concurrently(t, clients, func(c int) error {
+		for r := 0; r < rounds; r++ {
+			key := fmt.Sprintf("share.c%d.k%d", c, r)
+			var p schema.KVPutReply
+			if e := request(t, nc, "concord.kv.put", map[string]any{"key": key, "value": r}, &p); e != nil {
+				return fmt.Errorf("put %s: %v", key, e)
 			}
-		}(c)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+			var got schema.KVGetReply
+			if e := request(t, nc, "concord.kv.get", map[string]any{"key": key}, &got); e != nil {
+				return fmt.Errorf("get %s: %v", key, e)
+			}
+			if len(got.KVs) != 1 || got.KVs[0].ModRevision != p.Revision || string(got.KVs[0].Value) != fmt.Sprint(r) {
+				return fmt.Errorf("%s: put at %d, read %+v", key, p.Revision, got.KVs)
+			}
+		}
+		return nil
+	})
 	entries := s.raft.LastIndex() - before
 	t.Logf("%d puts in %d log entries", clients*rounds, entries)
 	if entries >= clients*rounds {

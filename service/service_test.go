@@ -56,6 +56,31 @@ func startTest(t *testing.T, mod func(*Config)) (*Service, *nats.Conn) {
 	return s, nc
 }
 
+// concurrently runs f(0) … f(n-1) at once and fails the test with every
+// error they return.
+func concurrently(t *testing.T, n int, f func(c int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for c := 0; c < n; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(c); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
 func request(t *testing.T, nc *nats.Conn, subject string, body any, out any) *schema.Error {
 	t.Helper()
 	data, _ := json.Marshal(body)
@@ -97,40 +122,26 @@ func TestConcurrentClientsKeepStateConsistent(t *testing.T) {
 	defer sub.Unsubscribe()
 
 	const clients, rounds = 16, 30
-	var wg sync.WaitGroup
-	errs := make(chan error, clients)
-	for c := 0; c < clients; c++ {
-		wg.Add(1)
-		go func(c int) {
-			defer wg.Done()
-			var g schema.LeaseGrantReply
-			if e := request(t, nc, "concord.lease.grant", map[string]any{"ttl": 60}, &g); e != nil {
-				errs <- e
-				return
+	concurrently(t, clients, func(c int) error {
+		var g schema.LeaseGrantReply
+		if e := request(t, nc, "concord.lease.grant", map[string]any{"ttl": 60}, &g); e != nil {
+			return e
+		}
+		for r := 0; r < rounds; r++ {
+			key := fmt.Sprintf("c%d.k%d", c, r)
+			if e := request(t, nc, "concord.kv.put", map[string]any{"key": key, "value": r, "lease": g.ID}, nil); e != nil {
+				return e
 			}
-			for r := 0; r < rounds; r++ {
-				key := fmt.Sprintf("c%d.k%d", c, r)
-				if e := request(t, nc, "concord.kv.put", map[string]any{"key": key, "value": r, "lease": g.ID}, nil); e != nil {
-					errs <- e
-					return
-				}
-				if e := request(t, nc, "concord.lease.keepalive", map[string]any{"id": g.ID}, nil); e != nil {
-					errs <- e
-					return
-				}
-				var got schema.KVGetReply
-				if e := request(t, nc, "concord.kv.get", map[string]any{"key": key}, &got); e != nil || len(got.KVs) != 1 {
-					errs <- fmt.Errorf("read-your-write of %s: %v %+v", key, e, got)
-					return
-				}
+			if e := request(t, nc, "concord.lease.keepalive", map[string]any{"id": g.ID}, nil); e != nil {
+				return e
 			}
-		}(c)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+			var got schema.KVGetReply
+			if e := request(t, nc, "concord.kv.get", map[string]any{"key": key}, &got); e != nil || len(got.KVs) != 1 {
+				return fmt.Errorf("read-your-write of %s: %v %+v", key, e, got)
+			}
+		}
+		return nil
+	})
 	var count int
 	s.sm.read(func(st *fsm.State) { count = st.KeyCount() })
 	if count != clients*rounds {

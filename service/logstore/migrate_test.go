@@ -325,16 +325,23 @@ func rewriteLegacy(t *testing.T, dir string, f func(logs, stable *bolt.Bucket) e
 	}
 }
 
+// migratedDir returns a data directory whose old log has been migrated.
+func migratedDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	writeLegacy(t, dir, makeLogs(1, 10), 2, "n1")
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	return dir
+}
+
 // States no crash produces are refused, and nothing is changed.
 func TestMigrationRefusesUnexplainedLayouts(t *testing.T) {
 	t.Run("both logs", func(t *testing.T) {
-		dir := t.TempDir()
-		writeLegacy(t, dir, makeLogs(1, 10), 2, "n1")
-		s, err := Open(dir, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Close()
+		dir := migratedDir(t)
 		// An operator puts the old log back without moving wal away.
 		copyFile(t, filepath.Join(dir, MigratedName), filepath.Join(dir, LegacyName))
 		if _, err := Open(dir, Options{}); !errors.Is(err, ErrTwoLogs) {
@@ -357,13 +364,7 @@ func TestMigrationRefusesUnexplainedLayouts(t *testing.T) {
 		}
 	})
 	t.Run("old log moved aside, no new one", func(t *testing.T) {
-		dir := t.TempDir()
-		writeLegacy(t, dir, makeLogs(1, 10), 2, "n1")
-		s, err := Open(dir, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Close()
+		dir := migratedDir(t)
 		// The new log is lost; starting as a new node would forget the
 		// term and the vote.
 		if err := os.RemoveAll(filepath.Join(dir, DirName)); err != nil {
