@@ -16,6 +16,15 @@ type leaderTerm struct {
 	wg     sync.WaitGroup
 }
 
+// spawn runs f for as long as the term lasts; endTerm waits for it.
+func (t *leaderTerm) spawn(ctx context.Context, f func(context.Context)) {
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		f(ctx)
+	}()
+}
+
 // runLeadership follows Raft's leadership notifications. NotifyCh is
 // buffered and delivers every change, unlike LeaderCh, which can drop them.
 // It also follows the bus watch: while another cluster serves the same
@@ -107,16 +116,8 @@ func (s *Service) becomeLeader(ctx context.Context) *leaderTerm {
 
 	tctx, cancel := context.WithCancel(ctx)
 	term := &leaderTerm{cancel: cancel}
-	term.wg.Add(1)
-	go func() {
-		defer term.wg.Done()
-		s.runExpirer(tctx)
-	}()
-	term.wg.Add(1)
-	go func() {
-		defer term.wg.Done()
-		s.runFormatGate(tctx)
-	}()
+	term.spawn(tctx, s.runExpirer)
+	term.spawn(tctx, s.runFormatGate)
 	if err := s.subscribe(); err != nil {
 		s.log.Error("subscribe to request subjects", "err", err)
 	}
