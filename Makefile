@@ -5,7 +5,7 @@
 GO              ?= go
 BIN             := $(CURDIR)/bin
 NATSCLI_VERSION := v0.5.0
-RACE_PKGS       := ./fsm/... ./subjects/... ./schema/... ./service/... ./client/...
+RACE_PKGS       := ./fsm/... ./subjects/... ./schema/... ./service/... ./client/... ./cmd/...
 
 CLUSTER_DIR     := $(CURDIR)/cluster-data
 CLUSTER_ROUTES  := nats://127.0.0.1:6222,nats://127.0.0.1:6223,nats://127.0.0.1:6224
