@@ -28,41 +28,76 @@ const (
 	ErrInternal            = "internal"
 )
 
+// ErrorClass is what a caller can do about an error, coarser than its name.
+// The CLI chooses its exit code by class, so a new error name chooses its
+// exit code by choosing its class here.
+type ErrorClass int
+
+const (
+	// ClassFailed: anything not below; the request cannot succeed as sent,
+	// or the server failed.
+	ClassFailed ErrorClass = iota
+	// ClassNotFound: the lease or node the request names does not exist.
+	ClassNotFound
+	// ClassConflict: the request conflicts with the state, such as an id
+	// that is taken.
+	ClassConflict
+	// ClassUnavailable: no leader can serve the request now; the same
+	// request may be sent again. Exactly the 503s.
+	ClassUnavailable
+	// ClassCompacted: the change log no longer holds the revision asked for.
+	ClassCompacted
+)
+
 // ErrorSpec is one row of the error table.
 type ErrorSpec struct {
 	Name string
 	Code int
-	// Retryable says a client may send the same request again.
-	Retryable bool
+	// Class decides the CLI's exit code. It follows the code except where a
+	// script should not treat the error like the others of its code:
+	// cluster_mismatch and backup_not_found are ClassFailed.
+	Class ErrorClass
 	// Meaning is a one-line explanation for documentation.
 	Meaning string
 }
 
-// ErrorTable lists every error a Concord endpoint can reply with.
+// Retryable says a client may send the same request again.
+func (s ErrorSpec) Retryable() bool { return s.Class == ClassUnavailable }
+
+// ErrorTable lists every error a Concord endpoint can reply with. It is the
+// one list of error names: the client's sentinels, the wire names of the
+// state machine's errors and the CLI's exit codes all refer to its rows.
 var ErrorTable = []ErrorSpec{
-	{ErrInvalidRequest, 400, false, "the request is malformed; the description names the field"},
-	{ErrLeaseNotFound, 404, false, "the lease does not exist (never granted, expired or revoked)"},
-	{ErrLeaseExists, 409, false, "a grant asked for an id that is taken"},
-	{ErrNodeNotFound, 404, false, "the node is not a member of the cluster"},
-	{ErrClusterMismatch, 409, false, "the node belongs to another cluster, or runs a release that cannot read its log"},
-	{ErrBackupNotFound, 404, false, "the leader holds no backup of that id (finished, expired, or taken by an earlier leader)"},
-	{ErrLeaseConflict, 409, false, "the key is attached to a different lease"},
-	{ErrIdempotencyConflict, 409, false, "the idempotency key was used for a different request"},
-	{ErrCompacted, 410, false, "the requested revision is below the compaction floor"},
-	{ErrTooLarge, 413, false, "a value, metadata or request exceeds its size limit"},
-	{ErrLimitExceeded, 429, false, "a count limit (leases, keys per lease) would be exceeded"},
-	{ErrNotLeader, 503, true, "this node is not the leader; retry"},
-	{ErrUnavailable, 503, true, "the cluster cannot serve the request now; retry"},
-	{ErrInternal, 500, false, "an unexpected server error"},
+	{ErrInvalidRequest, 400, ClassFailed, "the request is malformed; the description names the field"},
+	{ErrLeaseNotFound, 404, ClassNotFound, "the lease does not exist (never granted, expired or revoked)"},
+	{ErrLeaseExists, 409, ClassConflict, "a grant asked for an id that is taken"},
+	{ErrNodeNotFound, 404, ClassNotFound, "the node is not a member of the cluster"},
+	{ErrClusterMismatch, 409, ClassFailed, "the node belongs to another cluster, or runs a release that cannot read its log"},
+	{ErrBackupNotFound, 404, ClassFailed, "the leader holds no backup of that id (finished, expired, or taken by an earlier leader)"},
+	{ErrLeaseConflict, 409, ClassConflict, "the key is attached to a different lease"},
+	{ErrIdempotencyConflict, 409, ClassConflict, "the idempotency key was used for a different request"},
+	{ErrCompacted, 410, ClassCompacted, "the requested revision is below the compaction floor"},
+	{ErrTooLarge, 413, ClassFailed, "a value, metadata or request exceeds its size limit"},
+	{ErrLimitExceeded, 429, ClassFailed, "a count limit (leases, keys per lease) would be exceeded"},
+	{ErrNotLeader, 503, ClassUnavailable, "this node is not the leader; retry"},
+	{ErrUnavailable, 503, ClassUnavailable, "the cluster cannot serve the request now; retry"},
+	{ErrInternal, 500, ClassFailed, "an unexpected server error"},
 }
 
-var errorCodes = func() map[string]int {
-	m := make(map[string]int, len(ErrorTable))
+var errorsByName = func() map[string]ErrorSpec {
+	m := make(map[string]ErrorSpec, len(ErrorTable))
 	for _, e := range ErrorTable {
-		m[e.Name] = e.Code
+		m[e.Name] = e
 	}
 	return m
 }()
+
+// LookupError returns the table's row for an error name, and false for a
+// name that is not in the table.
+func LookupError(name string) (ErrorSpec, bool) {
+	spec, ok := errorsByName[name]
+	return spec, ok
+}
 
 // Error is an error reply. It travels as the body
 // {"error":{"code":404,"name":"lease_not_found","description":"..."}}
@@ -80,11 +115,11 @@ type ErrorReply struct {
 
 // Errorf builds an Error whose code comes from the table.
 func Errorf(name, format string, args ...any) *Error {
-	code, ok := errorCodes[name]
+	spec, ok := errorsByName[name]
 	if !ok {
-		code, name = 500, ErrInternal
+		spec = errorsByName[ErrInternal]
 	}
-	return &Error{Code: code, Name: name, Description: fmt.Sprintf(format, args...)}
+	return &Error{Code: spec.Code, Name: spec.Name, Description: fmt.Sprintf(format, args...)}
 }
 
 // Error implements error.
