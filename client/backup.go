@@ -17,18 +17,9 @@ import (
 	"github.com/concord-io/concord/subjects"
 )
 
-// ErrBackupNotFound matches a chunk request for a backup the leader does not
-// hold: it was read to the end, sat idle too long, or was taken by an
-// earlier leader. Start a new backup.
-var ErrBackupNotFound = errors.New(schema.ErrBackupNotFound)
-
 // ErrBackupCorrupt reports backup bytes that do not add up to the size and
 // SHA-256 the leader announced.
 var ErrBackupCorrupt = errors.New("backup does not match its size or checksum")
-
-func init() {
-	sentinels[ErrBackupNotFound.Error()] = ErrBackupNotFound
-}
 
 // BackupStart asks the leader to take a backup of the whole state now and
 // keep it for BackupChunk. Writing a large state takes a while, so one

@@ -10,29 +10,39 @@ import (
 // Sentinel errors, one per error name on the wire. A call's error matches
 // its sentinel with errors.Is and is an *Error with the server's words.
 var (
-	ErrInvalidRequest      = errors.New(schema.ErrInvalidRequest)
-	ErrLeaseNotFound       = errors.New(schema.ErrLeaseNotFound)
-	ErrLeaseExists         = errors.New(schema.ErrLeaseExists)
-	ErrLeaseConflict       = errors.New(schema.ErrLeaseConflict)
-	ErrIdempotencyConflict = errors.New(schema.ErrIdempotencyConflict)
-	ErrNodeNotFound        = errors.New(schema.ErrNodeNotFound)
-	ErrClusterMismatch     = errors.New(schema.ErrClusterMismatch)
-	ErrCompacted           = errors.New(schema.ErrCompacted)
-	ErrTooLarge            = errors.New(schema.ErrTooLarge)
-	ErrLimitExceeded       = errors.New(schema.ErrLimitExceeded)
-	ErrNotLeader           = errors.New(schema.ErrNotLeader)
-	ErrUnavailable         = errors.New(schema.ErrUnavailable)
-	ErrInternal            = errors.New(schema.ErrInternal)
+	ErrInvalidRequest      = Sentinel(schema.ErrInvalidRequest)
+	ErrLeaseNotFound       = Sentinel(schema.ErrLeaseNotFound)
+	ErrLeaseExists         = Sentinel(schema.ErrLeaseExists)
+	ErrLeaseConflict       = Sentinel(schema.ErrLeaseConflict)
+	ErrIdempotencyConflict = Sentinel(schema.ErrIdempotencyConflict)
+	ErrNodeNotFound        = Sentinel(schema.ErrNodeNotFound)
+	ErrClusterMismatch     = Sentinel(schema.ErrClusterMismatch)
+	ErrCompacted           = Sentinel(schema.ErrCompacted)
+	ErrTooLarge            = Sentinel(schema.ErrTooLarge)
+	ErrLimitExceeded       = Sentinel(schema.ErrLimitExceeded)
+	ErrNotLeader           = Sentinel(schema.ErrNotLeader)
+	ErrUnavailable         = Sentinel(schema.ErrUnavailable)
+	ErrInternal            = Sentinel(schema.ErrInternal)
+	// ErrBackupNotFound matches a chunk request for a backup the leader does
+	// not hold: it was read to the end, sat idle too long, or was taken by
+	// an earlier leader. Start a new backup.
+	ErrBackupNotFound = Sentinel(schema.ErrBackupNotFound)
 )
 
-var sentinels = map[string]error{}
-
-func init() {
-	for _, e := range []error{ErrInvalidRequest, ErrLeaseNotFound, ErrLeaseExists, ErrLeaseConflict, ErrIdempotencyConflict,
-		ErrNodeNotFound, ErrClusterMismatch, ErrCompacted, ErrTooLarge, ErrLimitExceeded, ErrNotLeader, ErrUnavailable, ErrInternal} {
-		sentinels[e.Error()] = e
+// sentinels holds one error per row of schema.ErrorTable; Go initializes it
+// before the variables above, which read it.
+var sentinels = func() map[string]error {
+	m := make(map[string]error, len(schema.ErrorTable))
+	for _, spec := range schema.ErrorTable {
+		m[spec.Name] = errors.New(spec.Name)
 	}
-}
+	return m
+}()
+
+// Sentinel returns the sentinel error of an error name in schema.ErrorTable,
+// the one an *Error of that name matches with errors.Is, and nil for a name
+// that is not in the table.
+func Sentinel(name string) error { return sentinels[name] }
 
 // Error is an error reply from Concord.
 type Error struct {
@@ -56,5 +66,3 @@ func fromWire(e *schema.Error) *Error {
 }
 
 func errorsIsLeaseNotFound(err error) bool { return errors.Is(err, ErrLeaseNotFound) }
-
-func isCompacted(err error) bool { return errors.Is(err, ErrCompacted) }
