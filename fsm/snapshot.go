@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 
@@ -20,9 +19,6 @@ const (
 	SnapshotFormat  = "concord.fsm"
 	SnapshotVersion = 3
 )
-
-// ErrBadSnapshot reports a snapshot that cannot be restored.
-var ErrBadSnapshot = errors.New("bad snapshot")
 
 // Snapshot is a point-in-time copy of the state. Taking it is O(1): the
 // trees are cloned copy-on-write, so Apply can go on while it is written.
