@@ -404,28 +404,3 @@ func (s *Service) decodeDelete(data []byte) (*fsm.Delete, string, *schema.Error)
 	}
 	return &fsm.Delete{Key: key, IsPrefix: isPrefix, PrevKV: req.PrevKV}, req.IdempotencyKey, nil
 }
-
-// errorFor maps an error from the state machine or Raft to its wire form.
-func errorFor(err error) *schema.Error {
-	var se *schema.Error
-	if errors.As(err, &se) {
-		return se
-	}
-	switch {
-	case errors.Is(err, fsm.ErrLeaseNotFound):
-		return schema.Errorf(schema.ErrLeaseNotFound, "%s", err)
-	case errors.Is(err, fsm.ErrLeaseExists):
-		return schema.Errorf(schema.ErrLeaseExists, "%s", err)
-	case errors.Is(err, fsm.ErrLeaseConflict):
-		return schema.Errorf(schema.ErrLeaseConflict, "%s", err)
-	case errors.Is(err, fsm.ErrLimitExceeded):
-		return schema.Errorf(schema.ErrLimitExceeded, "%s", err)
-	case errors.Is(err, fsm.ErrTooLarge):
-		return schema.Errorf(schema.ErrTooLarge, "%s", err)
-	case errors.Is(err, fsm.ErrCompacted):
-		return schema.Errorf(schema.ErrCompacted, "%s", err)
-	case errors.Is(err, fsm.ErrIdempotencyConflict):
-		return schema.Errorf(schema.ErrIdempotencyConflict, "%s", err)
-	}
-	return schema.Errorf(schema.ErrInternal, "%s", fmt.Sprint(err))
-}

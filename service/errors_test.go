@@ -41,14 +41,24 @@ func TestErrorMapping(t *testing.T) {
 		{fmt.Errorf("x: %w", fsm.ErrLeaseExists), schema.ErrLeaseExists},
 		{fmt.Errorf("x: %w", fsm.ErrLeaseConflict), schema.ErrLeaseConflict},
 		{fmt.Errorf("x: %w", fsm.ErrLimitExceeded), schema.ErrLimitExceeded},
+		{fmt.Errorf("x: %w", fsm.ErrTooLarge), schema.ErrTooLarge},
+		{fmt.Errorf("x: %w", fsm.ErrIdempotencyConflict), schema.ErrIdempotencyConflict},
+		{fmt.Errorf("x: %w", fsm.ErrCompacted), schema.ErrCompacted},
 		{fmt.Errorf("x: %w", fsm.ErrBadCommand), schema.ErrInternal},
+		{fmt.Errorf("x: %w", fsm.ErrBadSnapshot), schema.ErrInternal},
 		{errors.New("anything else"), schema.ErrInternal},
-		{schema.Errorf(schema.ErrTooLarge, "big"), schema.ErrTooLarge},
 	}
 	for _, c := range cases {
-		if got := errorFor(c.err); got.Name != c.name {
-			t.Errorf("errorFor(%v) = %s, want %s", c.err, got.Name, c.name)
+		got := errorFor(c.err)
+		spec, _ := schema.LookupError(c.name)
+		if got.Name != c.name || got.Code != spec.Code || got.Description != c.err.Error() {
+			t.Errorf("errorFor(%v) = %+v, want %s (%d) with the error's words", c.err, got, c.name, spec.Code)
 		}
+	}
+	// An error that is already a reply goes out as it is.
+	reply := schema.Errorf(schema.ErrTooLarge, "big")
+	if got := errorFor(fmt.Errorf("x: %w", reply)); got != reply {
+		t.Errorf("errorFor of a wrapped reply = %v, want %v", got, reply)
 	}
 	for err, name := range map[error]string{
 		raft.ErrNotLeader:      schema.ErrNotLeader,
