@@ -174,7 +174,8 @@ type errConnect struct{ err error }
 func (e errConnect) Error() string { return e.err.Error() }
 func (e errConnect) Unwrap() error { return e.err }
 
-// exitCode maps an error to the exit code table.
+// exitCode maps an error to the exit code table. An error reply's code
+// follows its class in schema.ErrorTable.
 func exitCode(err error) int {
 	var ue usageError
 	var es exitStatus
@@ -186,24 +187,35 @@ func exitCode(err error) int {
 		return es.code
 	case errors.As(err, &ue):
 		return exitUsage
-	case errors.Is(err, errNotFound), errors.Is(err, client.ErrLeaseNotFound), errors.Is(err, client.ErrNodeNotFound):
+	case errors.Is(err, errNotFound), isReplyOf(err, schema.ClassNotFound):
 		return exitNotFound
-	case errors.Is(err, client.ErrLeaseExists), errors.Is(err, client.ErrLeaseConflict), errors.Is(err, client.ErrIdempotencyConflict):
+	case isReplyOf(err, schema.ClassConflict):
 		return exitConflict
 	case errors.Is(err, errLost), errors.Is(err, client.ErrSessionExpired):
 		return exitLost
-	case errors.Is(err, client.ErrCompacted):
+	case isReplyOf(err, schema.ClassCompacted):
 		return exitCompacted
 	case errors.Is(err, client.ErrPermissionDenied), errors.Is(err, nats.ErrPermissionViolation),
 		errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired), errors.Is(err, nats.ErrAuthRevoked),
 		errors.Is(err, nats.ErrAccountAuthExpired):
 		return exitDenied
-	case errors.As(err, &ce), errors.Is(err, client.ErrUnavailable), errors.Is(err, client.ErrNotLeader),
+	case errors.As(err, &ce), isReplyOf(err, schema.ClassUnavailable),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrNoServers), errors.Is(err, nats.ErrTimeout),
 		errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrConnectionClosed):
 		return exitUnavailable
 	}
 	return exitError
+}
+
+// isReplyOf reports whether err matches the client sentinel of an error
+// name of the class.
+func isReplyOf(err error, class schema.ErrorClass) bool {
+	for _, spec := range schema.ErrorTable {
+		if spec.Class == class && errors.Is(err, client.Sentinel(spec.Name)) {
+			return true
+		}
+	}
+	return false
 }
 
 // subcommands are the commands of the command groups, for messages.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -42,9 +43,12 @@ func TestExitCodeOfEveryErrorReply(t *testing.T) {
 			t.Errorf("%s: no exit code pinned", spec.Name)
 			continue
 		}
-		// As a call returns it, and wrapped with a command's context.
+		// As a call returns it, wrapped with a command's context, and as
+		// the client's sentinel itself (a call that ran out of retries
+		// wraps ErrUnavailable).
 		reply := &client.Error{Code: spec.Code, Name: spec.Name, Description: "d"}
-		for _, err := range []error{reply, fmt.Errorf("lease grant: %w", reply)} {
+		sentinel := fmt.Errorf("kv.get: %w (last attempt: timeout)", client.Sentinel(spec.Name))
+		for _, err := range []error{reply, fmt.Errorf("lease grant: %w", reply), sentinel} {
 			if got := exitCode(err); got != want {
 				t.Errorf("exitCode(%v) = %d, want %d", err, got, want)
 			}
@@ -90,5 +94,27 @@ func TestExitCodeOfOtherErrors(t *testing.T) {
 		if got := exitCode(c.err); got != c.want {
 			t.Errorf("exitCode(%v) = %d, want %d", c.err, got, c.want)
 		}
+	}
+}
+
+// The usage text names error replies beside exit codes; each name it gives
+// is one whose exit code that is.
+func TestExitCodeUsageNamesTheRightErrors(t *testing.T) {
+	word := regexp.MustCompile(`[a-z_]+`)
+	named := 0
+	for _, e := range exitCodes {
+		for _, w := range word.FindAllString(e.meaning, -1) {
+			spec, ok := schema.LookupError(w)
+			if !ok {
+				continue
+			}
+			named++
+			if got := exitCode(&client.Error{Code: spec.Code, Name: spec.Name}); got != e.code {
+				t.Errorf("the usage text puts %s under exit %d; exitCode gives %d", w, e.code, got)
+			}
+		}
+	}
+	if named == 0 {
+		t.Error("the usage text names no error reply")
 	}
 }
