@@ -52,13 +52,13 @@ var exitCodes = []struct {
 	meaning string
 }{
 	{exitOK, "ok (also: a transaction whose compares failed, succeeded=false; a delete that matched nothing;\n       watch and elect ended by SIGINT/SIGTERM)"},
-	{exitError, "any other error (invalid_request, too_large, limit_exceeded, internal, a failed TLS handshake,\n       a command that cannot start…)"},
+	{exitError, "any other error (" + replyNames(schema.ClassFailed) + ",\n       a failed TLS handshake, a command that cannot start…)"},
 	{exitUsage, "usage: bad command, flag or argument, or unreadable input (--metadata, kv txn JSON, kv put --file,\n       a credentials, nkey, certificate or key file)"},
-	{exitNotFound, "not found: lease_not_found, or `kv get` of a single key that does not exist"},
-	{exitConflict, "conflict: lease_exists, lease_conflict, idempotency_conflict"},
-	{exitUnavailable, "unavailable: no NATS connection, or not_leader / unavailable / no responders until --timeout"},
+	{exitNotFound, "not found: " + replyNames(schema.ClassNotFound) + ", or `kv get` of a single key that does not exist"},
+	{exitConflict, "conflict: " + replyNames(schema.ClassConflict)},
+	{exitUnavailable, "unavailable: no NATS connection, or " + replyNames(schema.ClassUnavailable) + " / no responders until --timeout"},
 	{exitLost, "lock or elect: the session's lease was lost (CMD was killed)"},
-	{exitCompacted, "watch: the change log no longer holds the revision to resume from"},
+	{exitCompacted, "watch: the change log no longer holds the revision to resume from (" + replyNames(schema.ClassCompacted) + ")"},
 	{exitBadBackup, "snapshot: the backup file failed verification (checksum, truncation, unknown format)"},
 	{exitDenied, "denied: NATS refused the credentials (authorization violation), or the user's permissions refused\n       a publish or subscription the command needs (permissions violation); reported at once, not retried"},
 }
@@ -173,6 +173,19 @@ type errConnect struct{ err error }
 
 func (e errConnect) Error() string { return e.err.Error() }
 func (e errConnect) Unwrap() error { return e.err }
+
+// replyNames lists the error replies of a class, as the usage text names
+// them beside their exit code; the names come from schema.ErrorTable, so a
+// new error name appears under its code without an edit here.
+func replyNames(class schema.ErrorClass) string {
+	var names []string
+	for _, spec := range schema.ErrorTable {
+		if spec.Class == class {
+			names = append(names, spec.Name)
+		}
+	}
+	return strings.Join(names, ", ")
+}
 
 // exitCode maps an error to the exit code table. An error reply's code
 // follows its class in schema.ErrorTable.
