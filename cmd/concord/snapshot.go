@@ -7,8 +7,7 @@ package main
 
 import (
 	"bufio"
-	"crypto/sha256"
-	"encoding/hex"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -152,34 +151,17 @@ func saveBackup(cf *common, cl *client.Client, file string) (_ *backupfile.Heade
 			os.Remove(tmp)
 		}
 	}()
-	ctx, cancel := cf.callCtx()
-	b, err := cl.BackupStart(ctx)
-	cancel()
-	if err != nil {
-		return nil, err
-	}
-	h := backupfile.NewHeader(b)
+	// The client pulls the chunks and checks size and SHA-256; the header
+	// goes first, once the leader has described the backup. --timeout
+	// bounds each request, not the whole transfer.
 	bw := bufio.NewWriterSize(f, 1<<20)
-	if err := backupfile.WriteHeader(bw, h); err != nil {
+	var h backupfile.Header
+	writeHeader := func(b *schema.ClusterBackupReply) error {
+		h = backupfile.NewHeader(b)
+		return backupfile.WriteHeader(bw, h)
+	}
+	if _, err := cl.Backup(context.Background(), bw, client.OnBackupStarted(writeHeader), client.BackupRequestTimeout(cf.timeout)); err != nil {
 		return nil, err
-	}
-	sum := sha256.New()
-	for off := int64(0); off < b.Size; {
-		ch, err := pullChunk(cf, cl, schema.ClusterBackupChunkRequest{ID: b.ID, Offset: off, Length: b.MaxChunk})
-		if err != nil {
-			return nil, err
-		}
-		if len(ch.Data) == 0 || ch.Size != b.Size {
-			return nil, fmt.Errorf("%w: backup %s: the chunk at %d has %d bytes of a backup of %d, want some of %d", client.ErrBackupCorrupt, b.ID, off, len(ch.Data), ch.Size, b.Size)
-		}
-		if _, err := bw.Write(ch.Data); err != nil {
-			return nil, fmt.Errorf("write %s: %w", tmp, err)
-		}
-		sum.Write(ch.Data)
-		off += int64(len(ch.Data))
-	}
-	if got := hex.EncodeToString(sum.Sum(nil)); got != b.SHA256 {
-		return nil, fmt.Errorf("%w: backup %s has SHA-256 %s, the leader announced %s", client.ErrBackupCorrupt, b.ID, got, b.SHA256)
 	}
 	if err := bw.Flush(); err != nil {
 		return nil, fmt.Errorf("write %s: %w", tmp, err)
@@ -204,13 +186,6 @@ func saveBackup(cf *common, cl *client.Client, file string) (_ *backupfile.Heade
 		d.Close()
 	}
 	return &h, nil
-}
-
-// pullChunk reads one chunk within --timeout.
-func pullChunk(cf *common, cl *client.Client, req schema.ClusterBackupChunkRequest) (*schema.ClusterBackupChunkReply, error) {
-	ctx, cancel := cf.callCtx()
-	defer cancel()
-	return cl.BackupChunk(ctx, req)
 }
 
 // backupStatus is what `snapshot status --json` prints.
