@@ -8,10 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/subjects"
@@ -27,7 +24,7 @@ var ErrBackupCorrupt = errors.New("backup does not match its size or checksum")
 // timeout (a second request would take a second backup); it is retried when
 // no leader answered or the answer was a 503.
 func (c *Client) BackupStart(ctx context.Context) (*schema.ClusterBackupReply, error) {
-	msg, err := c.request(ctx, subjects.ClusterBackup, schema.ClusterBackupRequest{}, 0)
+	msg, err := c.request(ctx, subjects.ClusterBackup, schema.ClusterBackupRequest{}, false, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +40,7 @@ func (c *Client) BackupStart(ctx context.Context) (*schema.ClusterBackupReply, e
 // the returned Data holds. A backup the leader no longer holds fails with
 // ErrBackupNotFound.
 func (c *Client) BackupChunk(ctx context.Context, req schema.ClusterBackupChunkRequest) (*schema.ClusterBackupChunkReply, error) {
-	msg, err := c.request(ctx, subjects.ClusterBackupChunk, req, c.opts.attempt)
+	msg, err := c.request(ctx, subjects.ClusterBackupChunk, req, false, c.opts.attempt)
 	if err != nil {
 		return nil, err
 	}
@@ -57,19 +54,61 @@ func (c *Client) BackupChunk(ctx context.Context, req schema.ClusterBackupChunkR
 	return r, nil
 }
 
+// BackupOption configures Backup.
+type BackupOption func(*backupOptions)
+
+type backupOptions struct {
+	started        func(*schema.ClusterBackupReply) error
+	requestTimeout *time.Duration
+}
+
+// OnBackupStarted has Backup call f with the backup's description once the
+// leader has taken it, before any of the payload is written to w: a backup
+// file writes its header there. An error from f ends Backup with it.
+func OnBackupStarted(f func(*schema.ClusterBackupReply) error) BackupOption {
+	return func(o *backupOptions) { o.started = f }
+}
+
+// BackupRequestTimeout bounds each request of Backup by d (the start, then
+// each chunk, retries included), so that ctx need not bound the whole
+// transfer: a large backup goes on as long as its chunks keep coming. Like
+// a context timeout, a d of 0 or less ends each request at once.
+func BackupRequestTimeout(d time.Duration) BackupOption {
+	return func(o *backupOptions) { o.requestTimeout = &d }
+}
+
 // Backup takes a backup and writes its payload (the state in the fsm
 // snapshot format the reply names) to w, one chunk at a time, and checks
 // its size and SHA-256: a mismatch fails with ErrBackupCorrupt. ctx bounds
-// the whole transfer. It returns the backup's description, which a backup
-// file's header records.
-func (c *Client) Backup(ctx context.Context, w io.Writer) (*schema.ClusterBackupReply, error) {
-	b, err := c.BackupStart(ctx)
+// the whole transfer, and BackupRequestTimeout each request. It returns the
+// backup's description, which a backup file's header records.
+func (c *Client) Backup(ctx context.Context, w io.Writer, opts ...BackupOption) (*schema.ClusterBackupReply, error) {
+	var o backupOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	requestCtx := func() (context.Context, context.CancelFunc) {
+		if o.requestTimeout != nil {
+			return context.WithTimeout(ctx, *o.requestTimeout)
+		}
+		return context.WithCancel(ctx)
+	}
+	rctx, cancel := requestCtx()
+	b, err := c.BackupStart(rctx)
+	cancel()
 	if err != nil {
 		return nil, err
 	}
+	if o.started != nil {
+		if err := o.started(b); err != nil {
+			return nil, err
+		}
+	}
 	sum := sha256.New()
 	for off := int64(0); off < b.Size; {
-		ch, err := c.BackupChunk(ctx, schema.ClusterBackupChunkRequest{ID: b.ID, Offset: off, Length: b.MaxChunk})
+		rctx, cancel := requestCtx()
+		ch, err := c.BackupChunk(rctx, schema.ClusterBackupChunkRequest{ID: b.ID, Offset: off, Length: b.MaxChunk})
+		cancel()
 		if err != nil {
 			return nil, err
 		}
@@ -86,55 +125,4 @@ func (c *Client) Backup(ctx context.Context, w io.Writer) (*schema.ClusterBackup
 		return nil, fmt.Errorf("%w: backup %s has SHA-256 %s, the leader announced %s", ErrBackupCorrupt, b.ID, got, b.SHA256)
 	}
 	return b, nil
-}
-
-// request is call for replies that are not (only) JSON: it sends req until
-// an answer that is not a retryable error, or ctx ends, and returns a
-// success reply as it came. attempt bounds each try; 0 lets a try last as
-// long as ctx.
-func (c *Client) request(ctx context.Context, ep subjects.Endpoint, req any, attempt time.Duration) (*nats.Msg, error) {
-	data, err := json.Marshal(req)
-	if err != nil {
-		return nil, fmt.Errorf("encode %s request: %w", ep, err)
-	}
-	msg := nats.NewMsg(c.names.Request(ep))
-	msg.Data = data
-	backoff := 20 * time.Millisecond
-	var last error
-	for {
-		resp, err := c.attempt(ctx, msg, attempt)
-		switch {
-		case errors.Is(err, ErrPermissionDenied), errors.Is(err, nats.ErrMaxPayload):
-			return nil, fmt.Errorf("%s: %w", ep, err) // no retry can succeed
-		case err == nil && resp.Header.Get(schema.HeaderErrorCode) != "":
-			var er schema.ErrorReply
-			if err := json.Unmarshal(resp.Data, &er); err != nil || er.Error == nil {
-				return nil, fmt.Errorf("%s: undecodable error reply %q", ep, resp.Data)
-			}
-			e := fromWire(er.Error)
-			if !e.Retryable() {
-				return nil, e
-			}
-			last = e
-		case err == nil:
-			return resp, nil
-		case errors.Is(err, nats.ErrConnectionClosed):
-			return nil, fmt.Errorf("%s: %w", ep, err)
-		default: // no responders (no leader yet), a timeout, a reconnect
-			if last == nil || ctx.Err() == nil {
-				last = err // the end of ctx says less than the attempt before
-			}
-		}
-		if ctx.Err() != nil {
-			if last == nil {
-				last = ctx.Err()
-			}
-			return nil, fmt.Errorf("%s: %w (last attempt: %v)", ep, ErrUnavailable, last)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff/2 + rand.N(backoff)):
-		}
-		backoff = min(2*backoff, time.Second)
-	}
 }

@@ -51,3 +51,49 @@ func TestBackup(t *testing.T) {
 		t.Fatalf("unknown backup: %v", err)
 	}
 }
+
+// OnBackupStarted sees the backup's description before any payload is
+// written, and its error ends the backup; BackupRequestTimeout bounds each
+// request, so a context without a deadline will do.
+func TestBackupOptions(t *testing.T) {
+	c := connect(t)
+	var buf bytes.Buffer
+	var started *schema.ClusterBackupReply
+	calls := 0
+	b, err := c.Backup(context.Background(), &buf,
+		client.OnBackupStarted(func(r *schema.ClusterBackupReply) error {
+			calls++
+			started = r
+			if buf.Len() != 0 {
+				t.Errorf("%d payload bytes written before the start was reported", buf.Len())
+			}
+			buf.WriteString("header\n")
+			return nil
+		}),
+		client.BackupRequestTimeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != 1 || started == nil || *started != *b {
+		t.Fatalf("started %d times with %+v, backup %+v", calls, started, b)
+	}
+	payload, ok := bytes.CutPrefix(buf.Bytes(), []byte("header\n"))
+	sum := sha256.Sum256(payload)
+	if !ok || int64(len(payload)) != b.Size || hex.EncodeToString(sum[:]) != b.SHA256 {
+		t.Fatalf("file of %d bytes for a backup of %d", buf.Len(), b.Size)
+	}
+
+	refused := errors.New("no room for the header")
+	buf.Reset()
+	_, err = c.Backup(context.Background(), &buf, client.OnBackupStarted(func(*schema.ClusterBackupReply) error { return refused }))
+	if !errors.Is(err, refused) || buf.Len() != 0 {
+		t.Fatalf("refused start: %v, %d bytes written", err, buf.Len())
+	}
+
+	// A request timeout of 0 ends each request at once, as a context's.
+	_, err = c.Backup(context.Background(), &buf, client.BackupRequestTimeout(0),
+		client.OnBackupStarted(func(*schema.ClusterBackupReply) error { t.Error("started"); return nil }))
+	if !errors.Is(err, client.ErrUnavailable) || buf.Len() != 0 {
+		t.Fatalf("request timeout 0: %v, %d bytes written", err, buf.Len())
+	}
+}

@@ -118,13 +118,31 @@ func (c *Client) Close() {
 	}
 }
 
-// call sends a request until it gets an answer that is not retryable, or
-// ctx ends. A mutating call has an idempotency key, the same on every
-// attempt, so a retry after a lost reply applies once.
+// call sends a JSON request with request, with the client's attempt
+// timeout, and decodes a success reply into out (unless out is nil).
 func (c *Client) call(ctx context.Context, ep subjects.Endpoint, req any, mutating bool, out any) error {
+	resp, err := c.request(ctx, ep, req, mutating, c.opts.attempt)
+	if err != nil {
+		return err
+	}
+	if out != nil {
+		if err := json.Unmarshal(resp.Data, out); err != nil {
+			return fmt.Errorf("decode %s reply: %w", ep, err)
+		}
+	}
+	return nil
+}
+
+// request is the client's one retry loop: it sends req until it gets an
+// answer that is not a retryable error, or ctx ends, and returns a success
+// reply as it came (JSON or not). A mutating request has an idempotency
+// key, the same on every attempt, so a retry after a lost reply applies
+// once. attempt bounds each try; 0 lets a try last as long as ctx. Between
+// tries it backs off, with jitter, from 20 ms up to 1 s.
+func (c *Client) request(ctx context.Context, ep subjects.Endpoint, req any, mutating bool, attempt time.Duration) (*nats.Msg, error) {
 	data, err := json.Marshal(req)
 	if err != nil {
-		return fmt.Errorf("encode %s request: %w", ep, err)
+		return nil, fmt.Errorf("encode %s request: %w", ep, err)
 	}
 	msg := nats.NewMsg(c.names.Request(ep))
 	msg.Data = data
@@ -134,37 +152,34 @@ func (c *Client) call(ctx context.Context, ep subjects.Endpoint, req any, mutati
 	backoff := 20 * time.Millisecond
 	var last error
 	for {
-		resp, err := c.attempt(ctx, msg, c.opts.attempt)
+		resp, err := c.attempt(ctx, msg, attempt)
 		switch {
 		case errors.Is(err, ErrPermissionDenied), errors.Is(err, nats.ErrMaxPayload):
-			return fmt.Errorf("%s: %w", ep, err) // no retry can succeed
+			return nil, fmt.Errorf("%s: %w", ep, err) // no retry can succeed
 		case err == nil && resp.Header.Get(schema.HeaderErrorCode) != "":
 			var er schema.ErrorReply
 			if err := json.Unmarshal(resp.Data, &er); err != nil || er.Error == nil {
-				return fmt.Errorf("%s: undecodable error reply %q", ep, resp.Data)
+				return nil, fmt.Errorf("%s: undecodable error reply %q", ep, resp.Data)
 			}
 			e := fromWire(er.Error)
 			if !e.Retryable() {
-				return e
+				return nil, e
 			}
 			last = e
 		case err == nil:
-			if out != nil {
-				if err := json.Unmarshal(resp.Data, out); err != nil {
-					return fmt.Errorf("decode %s reply: %w", ep, err)
-				}
-			}
-			return nil
+			return resp, nil
 		case errors.Is(err, nats.ErrConnectionClosed):
-			return fmt.Errorf("%s: %w", ep, err)
+			return nil, fmt.Errorf("%s: %w", ep, err)
 		default: // no responders (no leader yet), a timeout, a reconnect
-			last = err
+			if last == nil || ctx.Err() == nil {
+				last = err // the end of ctx says less than the attempt before
+			}
 		}
 		if ctx.Err() != nil {
 			if last == nil {
 				last = ctx.Err()
 			}
-			return fmt.Errorf("%s: %w (last attempt: %v)", ep, ErrUnavailable, last)
+			return nil, fmt.Errorf("%s: %w (last attempt: %v)", ep, ErrUnavailable, last)
 		}
 		select {
 		case <-ctx.Done():

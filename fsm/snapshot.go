@@ -269,6 +269,9 @@ func readSnapshot(r io.Reader) (*State, error) {
 	return s, nil
 }
 
+// countingWriter counts the bytes WriteTo writes, for its result. It is
+// the one byte counter of the backup path: the leader's backup store takes
+// a backup's size from WriteTo rather than counting again.
 type countingWriter struct {
 	w io.Writer
 	n int64

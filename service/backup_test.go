@@ -1,7 +1,6 @@
 package service
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -21,17 +20,18 @@ import (
 
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/service/backupfile"
 )
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// writeBytes is a backup store writer of fixed content.
-func writeBytes(b []byte) func(io.Writer) error {
-	return func(w io.Writer) error {
-		_, err := w.Write(b)
-		return err
-	}
-}
+// writeBytes is a backup store source of fixed content.
+func writeBytes(b []byte) io.WriterTo { return bytes.NewReader(b) }
+
+// failingSource is a backup store source whose write fails.
+type failingSource struct{ err error }
+
+func (f failingSource) WriteTo(io.Writer) (int64, error) { return 0, f.err }
 
 func TestBackupStoreLifecycle(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "backups")
@@ -64,7 +64,7 @@ func TestBackupStoreLifecycle(t *testing.T) {
 	if _, err := bs.create(writeBytes([]byte("c"))); !errors.Is(err, errTooManyBackups) {
 		t.Fatalf("third backup: %v, want errTooManyBackups", err)
 	}
-	if _, err := bs.create(func(io.Writer) error { return errors.New("disk full") }); err == nil {
+	if _, err := bs.create(failingSource{errors.New("disk full")}); err == nil {
 		t.Fatal("a failed write was kept")
 	}
 
@@ -163,10 +163,10 @@ func payloadState(t *testing.T, payload []byte) *fsm.State {
 
 // backupFileBytes frames payload as a backup file, with edit applied to
 // its header first.
-func backupFileBytes(t *testing.T, payload []byte, formatVersion int, edit func(*BackupHeader)) []byte {
+func backupFileBytes(t *testing.T, payload []byte, formatVersion int, edit func(*backupfile.Header)) []byte {
 	t.Helper()
 	sum := sha256.Sum256(payload)
-	h := BackupHeader{
+	h := backupfile.Header{
 		Format: fsm.SnapshotFormat, FormatVersion: formatVersion,
 		Revision: payloadState(t, payload).Revision(), AppliedIndex: 42,
 		ClusterID: "9f86d081884c7d65", Leader: "n1", Created: "2026-12-02T10:15:30Z",
@@ -176,7 +176,7 @@ func backupFileBytes(t *testing.T, payload []byte, formatVersion int, edit func(
 		edit(&h)
 	}
 	var buf bytes.Buffer
-	if err := WriteBackupHeader(&buf, h); err != nil {
+	if err := backupfile.WriteHeader(&buf, h); err != nil {
 		t.Fatal(err)
 	}
 	buf.Write(payload)
@@ -192,63 +192,6 @@ func writeFile(t *testing.T, data []byte) string {
 	return path
 }
 
-func TestVerifyBackup(t *testing.T) {
-	for v := 1; v <= fsm.SnapshotVersion; v++ {
-		payload := goldenPayload(t, v)
-		info, err := VerifyBackup(writeFile(t, backupFileBytes(t, payload, v, nil)))
-		if err != nil {
-			t.Fatalf("fsm v%d: %v", v, err)
-		}
-		st := payloadState(t, payload)
-		explicit, anonymous := st.LeaseCount()
-		if info.FileVersion != BackupFileVersion || info.Keys != st.KeyCount() || info.Leases != explicit+anonymous || info.Header.Revision != st.Revision() {
-			t.Fatalf("fsm v%d: %+v", v, info)
-		}
-		r := bufio.NewReader(bytes.NewReader(backupFileBytes(t, payload, v, nil)))
-		if h, err := ReadBackupHeader(r); err != nil || h.FormatVersion != v {
-			t.Fatalf("ReadBackupHeader: %+v, %v", h, err)
-		}
-		if rest, _ := io.ReadAll(r); !bytes.Equal(rest, payload) {
-			t.Fatal("ReadBackupHeader does not leave the reader at the payload")
-		}
-	}
-
-	payload := goldenPayload(t, fsm.SnapshotVersion)
-	good := backupFileBytes(t, payload, fsm.SnapshotVersion, nil)
-	headerLen := bytes.IndexByte(good[bytes.IndexByte(good, '\n')+1:], '\n') + bytes.IndexByte(good, '\n') + 2
-	flipped := bytes.Clone(good)
-	flipped[headerLen+len(payload)/2] ^= 0x01
-	for _, c := range []struct {
-		name string
-		data []byte
-		want error
-	}{
-		{"a flipped payload byte", flipped, ErrBackupChecksum},
-		{"truncated", good[:len(good)-1], ErrBadBackup},
-		{"truncated in the header", good[:headerLen-3], ErrBadBackup},
-		{"data after the payload", append(bytes.Clone(good), '\n'), ErrBadBackup},
-		{"empty", nil, ErrBadBackup},
-		{"not a backup", []byte("hello\nworld\n"), ErrBadBackup},
-		{"an fsm snapshot alone", payload, ErrBadBackup},
-		{"file version 2", bytes.Replace(good, []byte(BackupMagic+" v1\n"), []byte(BackupMagic+" v2\n"), 1), ErrUnsupportedBackup},
-		{"file version v01", bytes.Replace(good, []byte(BackupMagic+" v1\n"), []byte(BackupMagic+" v01\n"), 1), ErrBadBackup},
-		{"payload version 99", backupFileBytes(t, payload, 99, nil), ErrUnsupportedBackup},
-		{"another payload format", backupFileBytes(t, payload, 3, func(h *BackupHeader) { h.Format = "etcd" }), ErrUnsupportedBackup},
-		{"a header revision the payload does not hold", backupFileBytes(t, payload, 3, func(h *BackupHeader) { h.Revision++ }), ErrBadBackup},
-		{"a bad sha256", backupFileBytes(t, payload, 3, func(h *BackupHeader) { h.SHA256 = strings.ToUpper(h.SHA256) }), ErrBadBackup},
-		{"an unknown header field", bytes.Replace(good, []byte(`{"format"`), []byte(`{"x":1,"format"`), 1), ErrBadBackup},
-		{"an endless first line", bytes.Repeat([]byte("x"), maxBackupHeaderLine+10), ErrBadBackup},
-	} {
-		_, err := VerifyBackup(writeFile(t, c.data))
-		if !errors.Is(err, c.want) {
-			t.Errorf("%s: %v, want %v", c.name, err, c.want)
-		}
-	}
-	if _, err := VerifyBackup(filepath.Join(t.TempDir(), "missing")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("missing file: %v", err)
-	}
-}
-
 // freeAddr returns a free loopback TCP address.
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -260,51 +203,6 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func TestRestoreBackupRefusals(t *testing.T) {
-	payload := goldenPayload(t, fsm.SnapshotVersion)
-	good := writeFile(t, backupFileBytes(t, payload, fsm.SnapshotVersion, nil))
-	bad := backupFileBytes(t, payload, fsm.SnapshotVersion, nil)
-	bad[len(bad)-5] ^= 0x20
-	badPath := writeFile(t, bad)
-	opts := func(dir string) RestoreOptions {
-		return RestoreOptions{DataDir: dir, NodeID: "r1", RaftAddr: "127.0.0.1:7422"}
-	}
-
-	// A corrupt file writes nothing: a new directory is not made, an empty
-	// one stays empty.
-	fresh := filepath.Join(t.TempDir(), "new")
-	if _, err := RestoreBackup(badPath, opts(fresh)); !errors.Is(err, ErrBackupChecksum) {
-		t.Fatalf("corrupt file: %v", err)
-	}
-	if _, err := os.Stat(fresh); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("corrupt file made the directory: %v", err)
-	}
-	empty := t.TempDir()
-	if _, err := RestoreBackup(badPath, opts(empty)); !errors.Is(err, ErrBackupChecksum) {
-		t.Fatalf("corrupt file: %v", err)
-	}
-	if entries, _ := os.ReadDir(empty); len(entries) != 0 {
-		t.Fatalf("corrupt file wrote %v", entries)
-	}
-
-	full := t.TempDir()
-	if err := os.WriteFile(filepath.Join(full, "raft.db"), []byte("mine"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := RestoreBackup(good, opts(full)); !errors.Is(err, ErrDataDirNotEmpty) {
-		t.Fatalf("non-empty directory: %v", err)
-	}
-	if b, _ := os.ReadFile(filepath.Join(full, "raft.db")); string(b) != "mine" {
-		t.Fatal("a refused restore changed the directory")
-	}
-	if _, err := RestoreBackup(good, RestoreOptions{DataDir: t.TempDir(), NodeID: "a.b", RaftAddr: "127.0.0.1:1"}); err == nil {
-		t.Fatal("bad node id accepted")
-	}
-	if _, err := RestoreBackup(good, RestoreOptions{DataDir: t.TempDir(), NodeID: "r1", RaftAddr: "nowhere"}); err == nil {
-		t.Fatal("bad raft address accepted")
-	}
-}
-
 // TestRestoreBackupStartsNewCluster restores the fsm golden payload and
 // starts a node on it: the node leads a new cluster, and its state is the
 // payload's, leases with the time they had left.
@@ -313,7 +211,7 @@ func TestRestoreBackupStartsNewCluster(t *testing.T) {
 	path := writeFile(t, backupFileBytes(t, payload, fsm.SnapshotVersion, nil))
 	dir := filepath.Join(t.TempDir(), "data")
 	addr := freeAddr(t)
-	res, err := RestoreBackup(path, RestoreOptions{DataDir: dir, NodeID: "r1", RaftAddr: addr})
+	res, err := backupfile.Restore(path, backupfile.RestoreOptions{DataDir: dir, NodeID: "r1", RaftAddr: addr})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/service/datadir"
 )
 
 // One cluster per bus and prefix. Two clusters answering the same subjects
@@ -428,7 +429,7 @@ func (s *Service) runBusWatch(ctx context.Context) {
 	ticker := time.NewTicker(s.cfg.BusCheckInterval)
 	defer ticker.Stop()
 	for {
-		ours, err := readClusterID(s.cfg.DataDir)
+		ours, err := datadir.ReadClusterID(s.cfg.DataDir)
 		if err == nil && ours != "" {
 			w.ours.Store(&ours)
 			w.endRound(ours)

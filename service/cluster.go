@@ -1,17 +1,11 @@
 package service
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -21,79 +15,13 @@ import (
 
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/service/datadir"
 	"github.com/concord-io/concord/subjects"
 )
 
 // ErrForeignCluster reports a node whose data belongs to another cluster,
 // or a bootstrap on a bus where a cluster already answers.
 var ErrForeignCluster = errors.New("foreign cluster")
-
-// The cluster id is made at bootstrap and kept in the data directory of
-// every member, so a node of one cluster cannot join another.
-const clusterIDFile = "cluster-id"
-
-func readClusterID(dir string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, clusterIDFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("read cluster id: %w", err)
-	}
-	return string(bytes.TrimSpace(b)), nil
-}
-
-// writeClusterID records the cluster id crash-safely: a temporary file,
-// synced, renamed over the old one, and the directory synced, so that a
-// crash leaves the old id or the new one, never an empty file.
-func writeClusterID(dir, id string) error {
-	path := filepath.Join(dir, clusterIDFile)
-	if err := writeFileSync(path, []byte(id+"\n")); err != nil {
-		return fmt.Errorf("record cluster id: %w", err)
-	}
-	return nil
-}
-
-// writeFileSync replaces path with data durably.
-func writeFileSync(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
-func newClusterID() (string, error) { return randomHexID("cluster id") }
-
-// randomHexID returns 8 random bytes in lowercase hex; what names the id
-// in the error.
-func randomHexID(what string) (string, error) {
-	b := make([]byte, 8)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("make a %s: %w", what, err)
-	}
-	return hex.EncodeToString(b), nil
-}
 
 // checkRestart refuses to start a node of cluster ours on a bus where
 // another cluster answers: its data belongs elsewhere. Nodes answer
@@ -120,7 +48,7 @@ func (s *Service) checkRestart(ours string) error {
 func (s *Service) runJoin(ctx context.Context) {
 	backoff := 200 * time.Millisecond
 	for ctx.Err() == nil {
-		clusterID, err := readClusterID(s.cfg.DataDir)
+		clusterID, err := datadir.ReadClusterID(s.cfg.DataDir)
 		if err != nil {
 			s.fail(err)
 			return
@@ -145,7 +73,7 @@ func (s *Service) runJoin(ctx context.Context) {
 				}
 			} else if err := json.Unmarshal(msg.Data, &reply); err == nil {
 				if clusterID == "" {
-					if err := writeClusterID(s.cfg.DataDir, reply.ClusterID); err != nil {
+					if err := datadir.WriteClusterID(s.cfg.DataDir, reply.ClusterID); err != nil {
 						s.fail(err)
 						return
 					}
@@ -202,7 +130,7 @@ func (s *Service) handleJoin(_ context.Context, m *nats.Msg) (any, *schema.Error
 	if req.Address == "" {
 		return nil, invalid("address is required: the Raft address (host:port) the leader reaches the joining node at")
 	}
-	ours, err := readClusterID(s.cfg.DataDir)
+	ours, err := datadir.ReadClusterID(s.cfg.DataDir)
 	if err != nil {
 		return nil, schema.Errorf(schema.ErrInternal, "%v", err)
 	}
@@ -323,7 +251,7 @@ func (s *Service) handleStatus(_ context.Context, m *nats.Msg) (any, *schema.Err
 	if e != nil {
 		return nil, e
 	}
-	id, err := readClusterID(s.cfg.DataDir)
+	id, err := datadir.ReadClusterID(s.cfg.DataDir)
 	if err != nil {
 		return nil, schema.Errorf(schema.ErrInternal, "%v", err)
 	}
@@ -415,7 +343,7 @@ func (s *Service) serveNodeInfo(m *nats.Msg) {
 		s.respond(m, nil, e)
 		return
 	}
-	clusterID, _ := readClusterID(s.cfg.DataDir)
+	clusterID, _ := datadir.ReadClusterID(s.cfg.DataDir)
 	info := schema.NodeInfo{ID: s.cfg.NodeID, ClusterID: clusterID, State: schema.NodeStateStarting, LogFormat: fsm.LogFormat}
 	if s.raftStarted.Load() {
 		_, leader := s.raft.LeaderWithID()

@@ -1,41 +1,19 @@
 package service
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/concord-io/concord/service/datadir"
 	"github.com/concord-io/concord/service/logstore"
 )
 
 // ErrNodeIDMismatch reports a data directory that belongs to another node.
-var ErrNodeIDMismatch = errors.New("data directory belongs to another node")
-
-// checkNodeID records the node id in the data directory on first start and
-// refuses a different one later: Raft knows this node by that id.
-func checkNodeID(dir, id string) error {
-	path := filepath.Join(dir, "node-id")
-	b, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
-			return fmt.Errorf("record node id: %w", err)
-		}
-		return nil
-	case err != nil:
-		return fmt.Errorf("read node id: %w", err)
-	}
-	if got := string(bytes.TrimSpace(b)); got != id {
-		return fmt.Errorf("%w: %s holds node %q, not %q", ErrNodeIDMismatch, dir, got, id)
-	}
-	return nil
-}
+var ErrNodeIDMismatch = datadir.ErrNodeIDMismatch
 
 // logCacheSize is how many recent log entries Raft keeps in memory: one
 // full append batch (MaxAppendEntries), so that replication and apply of
@@ -51,7 +29,7 @@ func (s *Service) startRaft() error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
-	if err := checkNodeID(dir, s.cfg.NodeID); err != nil {
+	if err := datadir.CheckNodeID(dir, s.cfg.NodeID); err != nil {
 		return err
 	}
 	hlog := newRaftLogger(s.log.With("component", "raft"))
@@ -61,7 +39,7 @@ func (s *Service) startRaft() error {
 		return err
 	}
 	s.store = store
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hlog)
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, datadir.SnapshotsRetained, hlog)
 	if err != nil {
 		return fmt.Errorf("snapshot store: %w", err)
 	}
@@ -110,7 +88,7 @@ func (s *Service) startRaft() error {
 		return fmt.Errorf("inspect raft state: %w", err)
 	}
 	bootstrap := !has && !s.cfg.Join
-	ours, err := readClusterID(dir)
+	ours, err := datadir.ReadClusterID(dir)
 	if err != nil {
 		return err
 	}
@@ -127,11 +105,11 @@ func (s *Service) startRaft() error {
 		}
 		// The cluster id is on disk before Raft starts, so that this node
 		// answers with it from the moment its Raft could lead.
-		id, err := newClusterID()
+		id, err := datadir.NewClusterID()
 		if err != nil {
 			return err
 		}
-		if err := writeClusterID(dir, id); err != nil {
+		if err := datadir.WriteClusterID(dir, id); err != nil {
 			return err
 		}
 	case ours != "":
@@ -166,7 +144,7 @@ func (s *Service) startRaft() error {
 	}
 	switch {
 	case bootstrap:
-		id, err := readClusterID(dir)
+		id, err := datadir.ReadClusterID(dir)
 		if err != nil {
 			return err
 		}
@@ -199,11 +177,11 @@ func (s *Service) adoptLegacyClusterID() error {
 	servers := f.Configuration().Servers
 	if len(servers) > 1 {
 		return fmt.Errorf("%w: %s has Raft state of a cluster of %d members but no %s file; copy that file from another member's data directory (it holds the cluster id), then start the node again",
-			ErrNoClusterID, s.cfg.DataDir, len(servers), clusterIDFile)
+			ErrNoClusterID, s.cfg.DataDir, len(servers), datadir.ClusterIDFile)
 	}
-	id, err := newClusterID()
+	id, err := datadir.NewClusterID()
 	if err != nil {
 		return err
 	}
-	return writeClusterID(s.cfg.DataDir, id)
+	return datadir.WriteClusterID(s.cfg.DataDir, id)
 }

@@ -13,7 +13,17 @@ import (
 	"syscall"
 
 	"github.com/concord-io/concord/service"
+	"github.com/concord-io/concord/service/backupfile"
 )
+
+// serveIdentity returns serve's default node id and Raft address, which
+// `snapshot restore` defaults to as well: the directory it writes is for a
+// node that serve starts with them. It lives here so that the snapshot
+// command does not import the node.
+func serveIdentity() backupfile.RestoreOptions {
+	d := service.DefaultConfig()
+	return backupfile.RestoreOptions{NodeID: d.NodeID, RaftAddr: d.RaftAddr}
+}
 
 func runServe(args []string) error {
 	cfg := service.DefaultConfig()

@@ -1,13 +1,13 @@
 package main
 
 // concord snapshot save|status|restore: backup files of a cluster's state,
-// and new clusters seeded from them. The protocol and the file format are
-// in service/backup.go.
+// and new clusters seeded from them. The file format and the restore are
+// package service/backupfile; the protocol is in service/backup.go. This
+// command needs no node: it uses backupfile and the client only.
 
 import (
 	"bufio"
-	"crypto/sha256"
-	"encoding/hex"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,7 +20,7 @@ import (
 
 	"github.com/concord-io/concord/client"
 	"github.com/concord-io/concord/schema"
-	"github.com/concord-io/concord/service"
+	"github.com/concord-io/concord/service/backupfile"
 )
 
 // saveAttempts is how many times `snapshot save` starts a backup when the
@@ -76,7 +76,7 @@ func runSnapshot(args []string) int {
 		return exitOK
 	}
 	code := exitCode(err)
-	if errors.Is(err, service.ErrBadBackup) || errors.Is(err, service.ErrBackupChecksum) || errors.Is(err, service.ErrUnsupportedBackup) ||
+	if errors.Is(err, backupfile.ErrBadBackup) || errors.Is(err, backupfile.ErrChecksum) || errors.Is(err, backupfile.ErrUnsupported) ||
 		errors.Is(err, client.ErrBackupCorrupt) {
 		code = exitBadBackup
 	}
@@ -99,7 +99,7 @@ func runSnapshot(args []string) int {
 // savedBackup is what `snapshot save --json` prints.
 type savedBackup struct {
 	File string `json:"file"`
-	service.BackupHeader
+	backupfile.Header
 }
 
 func runSnapshotSave(args []string) error {
@@ -114,7 +114,7 @@ func runSnapshotSave(args []string) error {
 		return err
 	}
 	defer cl.Close()
-	var h *service.BackupHeader
+	var h *backupfile.Header
 	for attempt := 1; ; attempt++ {
 		h, err = saveBackup(cf, cl, file)
 		if errors.Is(err, client.ErrBackupNotFound) && attempt < saveAttempts {
@@ -126,7 +126,7 @@ func runSnapshotSave(args []string) error {
 	if err != nil {
 		return cf.failed(err)
 	}
-	return cf.output(savedBackup{File: file, BackupHeader: *h}, func(w io.Writer) {
+	return cf.output(savedBackup{File: file, Header: *h}, func(w io.Writer) {
 		fmt.Fprintf(w, "saved %s: revision %d, %d bytes, sha256 %s\n", file, h.Revision, h.Size, h.SHA256)
 		fmt.Fprintf(w, "taken %s by leader %s of cluster %s at index %d\n", h.Created, h.Leader, h.ClusterID, h.AppliedIndex)
 	})
@@ -135,7 +135,7 @@ func runSnapshotSave(args []string) error {
 // saveBackup takes one backup and writes it to file: into file.tmp first,
 // which it verifies and syncs before renaming it into place. On an error
 // it removes file.tmp and leaves file as it was.
-func saveBackup(cf *common, cl *client.Client, file string) (_ *service.BackupHeader, err error) {
+func saveBackup(cf *common, cl *client.Client, file string) (_ *backupfile.Header, err error) {
 	// The file first: a path that cannot be written is refused before the
 	// leader does any work.
 	tmp := file + ".tmp"
@@ -151,34 +151,17 @@ func saveBackup(cf *common, cl *client.Client, file string) (_ *service.BackupHe
 			os.Remove(tmp)
 		}
 	}()
-	ctx, cancel := cf.callCtx()
-	b, err := cl.BackupStart(ctx)
-	cancel()
-	if err != nil {
-		return nil, err
-	}
-	h := service.NewBackupHeader(b)
+	// The client pulls the chunks and checks size and SHA-256; the header
+	// goes first, once the leader has described the backup. --timeout
+	// bounds each request, not the whole transfer.
 	bw := bufio.NewWriterSize(f, 1<<20)
-	if err := service.WriteBackupHeader(bw, h); err != nil {
+	var h backupfile.Header
+	writeHeader := func(b *schema.ClusterBackupReply) error {
+		h = backupfile.NewHeader(b)
+		return backupfile.WriteHeader(bw, h)
+	}
+	if _, err := cl.Backup(context.Background(), bw, client.OnBackupStarted(writeHeader), client.BackupRequestTimeout(cf.timeout)); err != nil {
 		return nil, err
-	}
-	sum := sha256.New()
-	for off := int64(0); off < b.Size; {
-		ch, err := pullChunk(cf, cl, schema.ClusterBackupChunkRequest{ID: b.ID, Offset: off, Length: b.MaxChunk})
-		if err != nil {
-			return nil, err
-		}
-		if len(ch.Data) == 0 || ch.Size != b.Size {
-			return nil, fmt.Errorf("%w: backup %s: the chunk at %d has %d bytes of a backup of %d, want some of %d", client.ErrBackupCorrupt, b.ID, off, len(ch.Data), ch.Size, b.Size)
-		}
-		if _, err := bw.Write(ch.Data); err != nil {
-			return nil, fmt.Errorf("write %s: %w", tmp, err)
-		}
-		sum.Write(ch.Data)
-		off += int64(len(ch.Data))
-	}
-	if got := hex.EncodeToString(sum.Sum(nil)); got != b.SHA256 {
-		return nil, fmt.Errorf("%w: backup %s has SHA-256 %s, the leader announced %s", client.ErrBackupCorrupt, b.ID, got, b.SHA256)
 	}
 	if err := bw.Flush(); err != nil {
 		return nil, fmt.Errorf("write %s: %w", tmp, err)
@@ -192,7 +175,7 @@ func saveBackup(cf *common, cl *client.Client, file string) (_ *service.BackupHe
 		return nil, fmt.Errorf("close %s: %w", tmp, err)
 	}
 	// Read the file back as restore will: header, checksum, payload.
-	if _, err := service.VerifyBackup(tmp); err != nil {
+	if _, err := backupfile.Verify(tmp); err != nil {
 		return nil, fmt.Errorf("verify %s: %w", tmp, err)
 	}
 	if err := os.Rename(tmp, file); err != nil {
@@ -205,18 +188,11 @@ func saveBackup(cf *common, cl *client.Client, file string) (_ *service.BackupHe
 	return &h, nil
 }
 
-// pullChunk reads one chunk within --timeout.
-func pullChunk(cf *common, cl *client.Client, req schema.ClusterBackupChunkRequest) (*schema.ClusterBackupChunkReply, error) {
-	ctx, cancel := cf.callCtx()
-	defer cancel()
-	return cl.BackupChunk(ctx, req)
-}
-
 // backupStatus is what `snapshot status --json` prints.
 type backupStatus struct {
 	File        string `json:"file"`
 	FileVersion int    `json:"file_version"`
-	service.BackupHeader
+	backupfile.Header
 	Keys     int   `json:"keys"`
 	Leases   int64 `json:"leases"`
 	Verified bool  `json:"verified"`
@@ -233,16 +209,16 @@ func runSnapshotStatus(args []string) error {
 	if err != nil {
 		return err
 	}
-	info, err := service.VerifyBackup(pos[0])
+	info, err := backupfile.Verify(pos[0])
 	if err != nil {
 		return err
 	}
-	st := backupStatus{File: pos[0], FileVersion: info.FileVersion, BackupHeader: info.Header, Keys: info.Keys, Leases: info.Leases, Verified: true}
+	st := backupStatus{File: pos[0], FileVersion: info.FileVersion, Header: info.Header, Keys: info.Keys, Leases: info.Leases, Verified: true}
 	if *jsonOut {
 		return printJSON(os.Stdout, st)
 	}
 	h := info.Header
-	fmt.Printf("file       %s (%s v%d)\n", st.File, service.BackupMagic, st.FileVersion)
+	fmt.Printf("file       %s (%s v%d)\n", st.File, backupfile.Magic, st.FileVersion)
 	fmt.Printf("payload    %s version %d, %d bytes\n", h.Format, h.FormatVersion, h.Size)
 	fmt.Printf("sha256     %s (verified)\n", h.SHA256)
 	fmt.Printf("revision   %d\n", h.Revision)
@@ -253,7 +229,7 @@ func runSnapshotStatus(args []string) error {
 }
 
 func runSnapshotRestore(args []string) error {
-	defaults := service.DefaultConfig()
+	defaults := serveIdentity()
 	fs := flag.NewFlagSet("snapshot restore", flag.ContinueOnError)
 	dataDir := fs.String("data-dir", "", "the new node's data directory: new or empty (required)")
 	nodeID := fs.String("node-id", defaults.NodeID, "the new node's id (give serve the same --node-id)")
@@ -272,7 +248,7 @@ func runSnapshotRestore(args []string) error {
 	if *dataDir == "" {
 		return usagef("--data-dir is required")
 	}
-	res, err := service.RestoreBackup(pos[0], service.RestoreOptions{DataDir: *dataDir, NodeID: *nodeID, RaftAddr: *raftAddr})
+	res, err := backupfile.Restore(pos[0], backupfile.RestoreOptions{DataDir: *dataDir, NodeID: *nodeID, RaftAddr: *raftAddr})
 	if err != nil {
 		return err
 	}

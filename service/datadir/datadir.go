@@ -1,0 +1,136 @@
+// Package datadir knows the files a node keeps in its data directory
+// beside Raft's own stores: the node-id and cluster-id files, and how many
+// Raft snapshots are kept. The node (package service) and the offline
+// restore (package backupfile), which seeds a data directory without
+// running a node, both use it, so the two cannot disagree on a file's name
+// or content.
+package datadir
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// File names in the data directory. They cannot change without breaking
+// every existing data directory.
+const (
+	// NodeIDFile holds the node's Raft id, recorded on first start.
+	NodeIDFile = "node-id"
+	// ClusterIDFile holds the cluster id, made at bootstrap and kept by
+	// every member, so a node of one cluster cannot join another.
+	ClusterIDFile = "cluster-id"
+)
+
+// SnapshotsRetained is how many Raft snapshots the node's file snapshot
+// store keeps; a restore opens the store with the same retention.
+const SnapshotsRetained = 2
+
+// ErrNodeIDMismatch reports a data directory that belongs to another node.
+var ErrNodeIDMismatch = errors.New("data directory belongs to another node")
+
+// CheckNodeID records the node id in dir on first start and refuses a
+// different one later (ErrNodeIDMismatch): Raft knows this node by that id.
+func CheckNodeID(dir, id string) error {
+	path := filepath.Join(dir, NodeIDFile)
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
+			return fmt.Errorf("record node id: %w", err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("read node id: %w", err)
+	}
+	if got := string(bytes.TrimSpace(b)); got != id {
+		return fmt.Errorf("%w: %s holds node %q, not %q", ErrNodeIDMismatch, dir, got, id)
+	}
+	return nil
+}
+
+// ReadClusterID returns the cluster id recorded in dir, or "" when there
+// is none.
+func ReadClusterID(dir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, ClusterIDFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read cluster id: %w", err)
+	}
+	return string(bytes.TrimSpace(b)), nil
+}
+
+// WriteClusterID records the cluster id crash-safely: a temporary file,
+// synced, renamed over the old one, and the directory synced, so that a
+// crash leaves the old id or the new one, never an empty file.
+func WriteClusterID(dir, id string) error {
+	path := filepath.Join(dir, ClusterIDFile)
+	if err := writeFileSync(path, []byte(id+"\n")); err != nil {
+		return fmt.Errorf("record cluster id: %w", err)
+	}
+	return nil
+}
+
+// writeFileSync replaces path with data durably.
+func writeFileSync(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// NewClusterID makes a cluster id.
+func NewClusterID() (string, error) { return RandomID("cluster id") }
+
+// RandomID returns an id of the shape every id a node makes has (a
+// cluster id, a backup id): 8 random bytes in lowercase hex. what names
+// the id in the error.
+func RandomID(what string) (string, error) {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("make a %s: %w", what, err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// ValidID reports whether id has the shape RandomID gives, which also
+// makes it a plain file name.
+func ValidID(id string) bool { return len(id) == 16 && IsLowerHex(id) }
+
+// IsLowerHex reports whether s holds only the digits 0-9 and a-f.
+func IsLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
