@@ -2,7 +2,6 @@ package service
 
 import (
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/service/datadir"
 )
 
 // stateMachine adapts fsm.State to raft.BatchingFSM. It owns the lock that
@@ -154,9 +154,9 @@ func (m *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
 // Restore replaces the state from a snapshot written by fsmSnapshot.Persist.
 func (m *stateMachine) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	var hdr [8]byte
-	if _, err := io.ReadFull(rc, hdr[:]); err != nil {
-		return fmt.Errorf("restore snapshot: read applied index: %w", err)
+	applied, err := datadir.ReadSnapshotFrame(rc)
+	if err != nil {
+		return fmt.Errorf("restore snapshot: %w", err)
 	}
 	ns := fsm.New()
 	if err := ns.Restore(rc); err != nil {
@@ -165,12 +165,13 @@ func (m *stateMachine) Restore(rc io.ReadCloser) error {
 	m.mu.Lock()
 	m.state = ns
 	m.mu.Unlock()
-	m.applied.set(binary.BigEndian.Uint64(hdr[:]))
+	m.applied.set(applied)
 	return nil
 }
 
-// fsmSnapshot frames the fsm snapshot with the applied index, so a restored
-// node knows which entries its state already contains.
+// fsmSnapshot frames the fsm snapshot with the applied index
+// (datadir.WriteSnapshotFrame), so a restored node knows which entries its
+// state already contains.
 type fsmSnapshot struct {
 	index uint64
 	snap  *fsm.Snapshot
@@ -181,9 +182,8 @@ type fsmSnapshot struct {
 
 func (f *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	start := time.Now()
-	var hdr [8]byte
-	binary.BigEndian.PutUint64(hdr[:], f.index)
-	if _, err := sink.Write(hdr[:]); err != nil {
+	frame, err := datadir.WriteSnapshotFrame(sink, f.index)
+	if err != nil {
 		sink.Cancel()
 		return fmt.Errorf("persist snapshot: %w", err)
 	}
@@ -196,7 +196,7 @@ func (f *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 		return err
 	}
 	if f.onPersisted != nil {
-		f.onPersisted(time.Since(start), n+int64(len(hdr)))
+		f.onPersisted(time.Since(start), n+int64(frame))
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package backupfile
 
 import (
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -155,7 +154,7 @@ func seedDataDir(opts RestoreOptions, existed bool, clusterID string, payload io
 
 // writeSeedSnapshot writes the Raft snapshot that seeds the new cluster:
 // index seedIndex, term seedTerm, the node alone as a voter, and the
-// payload framed as the node's fsmSnapshot.Persist frames it. It hashes
+// payload framed as every node snapshot is (datadir.WriteSnapshotFrame). It hashes
 // the payload again as it copies it, so a file changed since it was
 // verified is refused.
 func writeSeedSnapshot(dir string, opts RestoreOptions, payload io.Reader, h Header) error {
@@ -174,10 +173,8 @@ func writeSeedSnapshot(dir string, opts RestoreOptions, payload io.Reader, h Hea
 	if err != nil {
 		return fmt.Errorf("restore: create the raft snapshot: %w", err)
 	}
-	var frame [8]byte
-	binary.BigEndian.PutUint64(frame[:], seedIndex) // the applied index the node's stateMachine.Restore reads
 	sum := sha256.New()
-	if err := copyPayload(sink, frame[:], payload, sum); err != nil {
+	if err := copyPayload(sink, seedIndex, payload, sum); err != nil {
 		_ = sink.Cancel()
 		return fmt.Errorf("restore: write the raft snapshot: %w", err)
 	}
@@ -191,9 +188,10 @@ func writeSeedSnapshot(dir string, opts RestoreOptions, payload io.Reader, h Hea
 	return nil
 }
 
-// copyPayload writes frame and then payload to w, hashing the payload.
-func copyPayload(w io.Writer, frame []byte, payload io.Reader, sum hash.Hash) error {
-	if _, err := w.Write(frame); err != nil {
+// copyPayload writes the snapshot frame with the applied index and then
+// payload to w, hashing the payload.
+func copyPayload(w io.Writer, applied uint64, payload io.Reader, sum hash.Hash) error {
+	if _, err := datadir.WriteSnapshotFrame(w, applied); err != nil {
 		return err
 	}
 	_, err := io.Copy(io.MultiWriter(w, sum), payload)

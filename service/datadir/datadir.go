@@ -9,9 +9,11 @@ package datadir
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -133,4 +135,27 @@ func IsLowerHex(s string) bool {
 		}
 	}
 	return true
+}
+
+// A Raft snapshot of a node starts with the index of the last entry its
+// state has applied, 8 bytes big-endian, and then the fsm snapshot: on
+// restore the node knows which entries the state already holds. The node
+// writes this frame, and so does offline restore when it seeds a cluster.
+const snapshotFrameLen = 8
+
+// WriteSnapshotFrame writes the frame that starts a Raft snapshot.
+func WriteSnapshotFrame(w io.Writer, applied uint64) (int, error) {
+	var frame [snapshotFrameLen]byte
+	binary.BigEndian.PutUint64(frame[:], applied)
+	return w.Write(frame[:])
+}
+
+// ReadSnapshotFrame reads the frame that starts a Raft snapshot and returns
+// the applied index it holds.
+func ReadSnapshotFrame(r io.Reader) (uint64, error) {
+	var frame [snapshotFrameLen]byte
+	if _, err := io.ReadFull(r, frame[:]); err != nil {
+		return 0, fmt.Errorf("read applied index: %w", err)
+	}
+	return binary.BigEndian.Uint64(frame[:]), nil
 }

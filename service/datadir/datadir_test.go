@@ -1,7 +1,9 @@
 package datadir
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -83,5 +85,23 @@ func TestIDs(t *testing.T) {
 	}
 	if !IsLowerHex("") || !IsLowerHex("09af") || IsLowerHex("09aF") || IsLowerHex("g") {
 		t.Error("IsLowerHex")
+	}
+}
+
+func TestSnapshotFrame(t *testing.T) {
+	var buf bytes.Buffer
+	if n, err := WriteSnapshotFrame(&buf, 0x0102030405060708); err != nil || n != 8 {
+		t.Fatalf("write: %d, %v", n, err)
+	}
+	// The frame is part of the on-disk snapshot format: its bytes must not move.
+	if want := []byte{1, 2, 3, 4, 5, 6, 7, 8}; !bytes.Equal(buf.Bytes(), want) {
+		t.Fatalf("frame %x, want %x", buf.Bytes(), want)
+	}
+	got, err := ReadSnapshotFrame(&buf)
+	if err != nil || got != 0x0102030405060708 {
+		t.Fatalf("read: %x, %v", got, err)
+	}
+	if _, err := ReadSnapshotFrame(bytes.NewReader([]byte{1, 2, 3})); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("short frame: %v, want io.ErrUnexpectedEOF", err)
 	}
 }
