@@ -5,9 +5,14 @@ import (
 	"bytes"
 	"encoding/hex"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -165,9 +170,135 @@ func TestCommandEncodingGolden(t *testing.T) {
 		}
 	}
 	// One case at least for every op of the log format.
-	for op := OpGrant; op <= OpKeepAliveMany; op++ {
+	for name, op := range declaredOps(t) {
 		if !seen[op] {
-			t.Errorf("no golden case for %v", op)
+			t.Errorf("no golden case for %s", name)
 		}
+	}
+}
+
+// declaredOps reads the package's source for every constant of type Op,
+// so that an Op added without a table entry fails TestOpTable. Every such
+// constant must be written `Name Op = <number>`.
+func declaredOps(t *testing.T) map[string]Op {
+	t.Helper()
+	fset := token.NewFileSet()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]Op{}
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range f.Decls {
+			gd, ok := decl.(*ast.GenDecl)
+			if !ok || gd.Tok != token.CONST {
+				continue
+			}
+			typed := false // an untyped spec after a typed one repeats its type
+			for _, spec := range gd.Specs {
+				vs := spec.(*ast.ValueSpec)
+				if vs.Type != nil {
+					id, ok := vs.Type.(*ast.Ident)
+					typed = ok && id.Name == "Op"
+				} else if len(vs.Values) > 0 {
+					typed = false
+				}
+				if !typed {
+					continue
+				}
+				if len(vs.Names) != 1 || len(vs.Values) != 1 {
+					t.Fatalf("%s: write each Op constant as `Name Op = <number>`", fset.Position(vs.Pos()))
+				}
+				var n uint64
+				lit, ok := vs.Values[0].(*ast.BasicLit)
+				if ok && lit.Kind == token.INT {
+					n, err = strconv.ParseUint(lit.Value, 0, 8)
+				}
+				if !ok || lit.Kind != token.INT || err != nil {
+					t.Fatalf("%s: %s is not a number from 0 to 255", fset.Position(vs.Pos()), vs.Names[0].Name)
+				}
+				found[vs.Names[0].Name] = Op(n)
+			}
+		}
+	}
+	return found
+}
+
+// Every declared Op has a complete table entry, with a name and a body
+// type of its own, and the table has no entry without an Op; numbers out
+// of the table are no command.
+func TestOpTable(t *testing.T) {
+	declared := declaredOps(t)
+	if len(declared) == 0 {
+		t.Fatal("found no Op constants")
+	}
+	byNumber := map[Op]string{}
+	for name, op := range declared {
+		if other, ok := byNumber[op]; ok {
+			t.Errorf("%s and %s are both op %d", name, other, op)
+		}
+		byNumber[op] = name
+		s := op.spec()
+		switch {
+		case s == nil:
+			t.Errorf("%s (%d) has no entry in ops", name, op)
+		case s.name == "" || s.encode == nil || s.decode == nil || s.apply == nil:
+			t.Errorf("%s: incomplete entry %+v", name, *s)
+		case s.keys != keyRemembered && s.keys != keyIgnored:
+			t.Errorf("%s: entry does not say what an idempotency key does", name)
+		case s.body.Kind() != reflect.Pointer || s.body.Elem().Kind() != reflect.Struct:
+			t.Errorf("%s: body type %v is not a pointer to a struct", name, s.body)
+		}
+	}
+	names := map[string]Op{}
+	for i := range ops {
+		op := Op(i)
+		s := op.spec()
+		if s == nil {
+			eq(t, "name of a number without entry", op.String(), fmt.Sprintf("op(%d)", i))
+			continue
+		}
+		if _, ok := byNumber[op]; !ok {
+			t.Errorf("ops has entry %d (%s) but no Op constant is %d", i, s.name, i)
+		}
+		if other, ok := names[s.name]; ok {
+			t.Errorf("ops %d and %d are both named %q", other, op, s.name)
+		}
+		names[s.name] = op
+		eq(t, "String", op.String(), s.name)
+		if got, ok := opOfBody(reflect.New(s.body.Elem()).Interface()); !ok || got != op {
+			t.Errorf("the body %v of %s finds op %d, %v", s.body, s.name, got, ok)
+		}
+		// The decoder makes the body type the encoder takes.
+		if got := reflect.TypeOf(s.decode(&decoder{})); got != s.body {
+			t.Errorf("%s decodes a %v, want %v", s.name, got, s.body)
+		}
+	}
+	eq(t, "body types", len(opByBody), len(names))
+	for _, op := range []Op{0, Op(len(ops)), 255} {
+		if op.spec() != nil || mutates(op) {
+			t.Errorf("op %d is a command", op)
+		}
+		eq(t, "name", op.String(), fmt.Sprintf("op(%d)", op))
+	}
+	if _, ok := opOfBody(Grant{}); ok {
+		t.Error("a Grant value, not a pointer, found an op")
+	}
+}
+
+// Idempotency keys cover exactly the client requests; the leader's own
+// commands ignore them.
+func TestOpsIdempotencyKeys(t *testing.T) {
+	remembered := map[Op]bool{OpGrant: true, OpKeepAlive: true, OpKeepAliveMany: true, OpRevoke: true,
+		OpPut: true, OpDelete: true, OpTxn: true}
+	for _, op := range declaredOps(t) {
+		eq(t, op.String()+" remembers keys", mutates(op), remembered[op])
 	}
 }
