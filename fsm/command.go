@@ -146,23 +146,29 @@ func (w *encoder) body(body any) (Op, error) {
 	if !ok {
 		return 0, fmt.Errorf("encode command: %w: unknown body type %T", ErrBadCommand, body)
 	}
-	ops[op].encode(w, body)
+	*w = ops[op].encode(*w, body)
 	return op, nil
 }
 
-func (w *encoder) put(p *Put) {
+// put, delete and txn write and read the bodies that transactions nest.
+// Like append, they take and return their encoder or decoder by value, so
+// that the table ops can hold them without moving either to the heap.
+
+func (w encoder) put(p *Put) encoder {
 	w.buf = slices.Grow(w.buf, len(p.Key)+len(p.Value)+24)
 	w.bytes([]byte(p.Key))
 	w.bytes(p.Value)
 	w.varint(p.Lease)
 	w.varint(p.TTL)
 	w.flags(p.PrevKV)
+	return w
 }
 
-func (w *encoder) delete(d *Delete) {
+func (w encoder) delete(d *Delete) encoder {
 	w.bytes([]byte(d.Key))
 	w.flags(d.IsPrefix, d.PrevKV)
 	w.varint(d.Limit)
+	return w
 }
 
 // Decode parses a command from the Raft log.
@@ -188,7 +194,7 @@ func Decode(data []byte) (Command, error) {
 	if spec == nil {
 		return Command{}, fmt.Errorf("%w: unknown op %d", ErrBadCommand, data[1])
 	}
-	c.Body = spec.decode(&r)
+	c.Body, r = spec.decode(r)
 	if r.err != nil {
 		return Command{}, fmt.Errorf("%w: %s body: %v", ErrBadCommand, c.Op, r.err)
 	}
@@ -198,21 +204,21 @@ func Decode(data []byte) (Command, error) {
 	return c, nil
 }
 
-func (d *decoder) put() *Put {
+func (d decoder) put() (*Put, decoder) {
 	p := &Put{Key: string(d.bytes()), Value: d.json(), Lease: d.varint(), TTL: d.varint()}
 	if p.Value == nil && d.err == nil {
 		d.err = errors.New("put without a value")
 	}
 	p.PrevKV = d.flags()&1 != 0
-	return p
+	return p, d
 }
 
-func (d *decoder) delete() *Delete {
+func (d decoder) delete() (*Delete, decoder) {
 	del := &Delete{Key: string(d.bytes())}
 	f := d.flags()
 	del.IsPrefix, del.PrevKV = f&1 != 0, f&2 != 0
 	del.Limit = d.varint()
-	return del
+	return del, d
 }
 
 // ids writes a list of lease ids.
@@ -281,20 +287,15 @@ func (d *decoder) fail(what string) {
 	d.buf = nil
 }
 
-func (d *decoder) varint() int64 {
-	v, n := binary.Varint(d.buf)
-	if n <= 0 {
-		d.fail("integer")
-		return 0
-	}
-	d.buf = d.buf[n:]
-	return v
-}
+func (d *decoder) varint() int64   { return readVarint(d, binary.Varint, "integer") }
+func (d *decoder) uvarint() uint64 { return readVarint(d, binary.Uvarint, "length") }
 
-func (d *decoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.buf)
+// readVarint reads one varint with read (binary.Varint or Uvarint); a
+// truncated or overlong one fails the decoder as a corrupt what.
+func readVarint[T int64 | uint64](d *decoder, read func([]byte) (T, int), what string) T {
+	v, n := read(d.buf)
 	if n <= 0 {
-		d.fail("length")
+		d.fail(what)
 		return 0
 	}
 	d.buf = d.buf[n:]

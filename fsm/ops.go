@@ -3,6 +3,8 @@ package fsm
 import (
 	"fmt"
 	"reflect"
+
+	"github.com/concord-io/concord/schema"
 )
 
 // The command set. Each command type is described once, in the table ops:
@@ -43,97 +45,108 @@ const (
 )
 
 // opSpec is everything the log format and Apply know about one command
-// type. The functions take the body as any; opEntry builds them from
-// typed ones.
+// type. Its functions take the body as any; opEntry builds them from typed
+// ones. The encoder and decoder go in and out by value: a pointer passed
+// through a function value escapes, which would cost an allocation per
+// command.
 type opSpec struct {
 	name string
 	keys keyRule
 	// body is the type of the command's body, a pointer to its struct.
 	body reflect.Type
 	// encode appends the body to an entry; decode reads it back.
-	encode func(w *encoder, body any)
-	decode func(r *decoder) any
-	// apply sets r's Reply, Events, Expired or Err.
-	apply func(s *State, now int64, body any, r *Result)
+	encode func(w encoder, body any) encoder
+	decode func(d decoder) (any, decoder)
+	// apply applies the body at lease-clock time now.
+	apply func(s *State, now int64, body any) Result
 }
 
 // ops is the command set, indexed by Op.
 var ops = [...]opSpec{
 	OpGrant: opEntry("grant", keyRemembered,
-		func(w *encoder, b *Grant) {
-			w.varint(b.ID)
-			w.varint(b.TTL)
-			w.bytes(b.Metadata)
+		func(w encoder, b *Grant) encoder { w.varint(b.ID); w.varint(b.TTL); w.bytes(b.Metadata); return w },
+		func(d decoder) (*Grant, decoder) {
+			b := &Grant{ID: d.varint(), TTL: d.varint(), Metadata: d.json()}
+			return b, d
 		},
-		func(r *decoder) *Grant { return &Grant{ID: r.varint(), TTL: r.varint(), Metadata: r.json()} },
-		func(s *State, now int64, b *Grant, r *Result) { r.Reply, r.Err = s.grant(now, b) }),
+		applyReply((*State).grant)),
 
 	OpKeepAlive: opEntry("keepalive", keyRemembered,
-		func(w *encoder, b *KeepAlive) {
-			w.varint(b.ID)
-			w.varint(b.TTL)
-		},
-		func(r *decoder) *KeepAlive { return &KeepAlive{ID: r.varint(), TTL: r.varint()} },
-		func(s *State, now int64, b *KeepAlive, r *Result) { r.Reply, r.Err = s.keepAlive(now, b) }),
+		func(w encoder, b *KeepAlive) encoder { w.varint(b.ID); w.varint(b.TTL); return w },
+		func(d decoder) (*KeepAlive, decoder) { b := &KeepAlive{ID: d.varint(), TTL: d.varint()}; return b, d },
+		applyReply((*State).keepAlive)),
 
 	OpRevoke: opEntry("revoke", keyRemembered,
-		func(w *encoder, b *Revoke) { w.varint(b.ID) },
-		func(r *decoder) *Revoke { return &Revoke{ID: r.varint()} },
-		func(s *State, _ int64, b *Revoke, r *Result) { r.Reply, r.Events, r.Err = s.revoke(b) }),
+		func(w encoder, b *Revoke) encoder { w.varint(b.ID); return w },
+		func(d decoder) (*Revoke, decoder) { b := &Revoke{ID: d.varint()}; return b, d },
+		func(s *State, _ int64, b *Revoke) (r Result) { r.Reply, r.Events, r.Err = s.revoke(b); return r }),
 
-	OpPut: opEntry("put", keyRemembered, (*encoder).put, (*decoder).put,
-		func(s *State, now int64, b *Put, r *Result) { r.Reply, r.Events, r.Err = s.put(now, b) }),
-
-	OpDelete: opEntry("delete", keyRemembered, (*encoder).delete, (*decoder).delete,
-		func(s *State, now int64, b *Delete, r *Result) { r.Reply, r.Events, r.Err = s.delete(now, b) }),
+	OpPut:    opEntry("put", keyRemembered, encoder.put, decoder.put, applyChange((*State).put)),
+	OpDelete: opEntry("delete", keyRemembered, encoder.delete, decoder.delete, applyChange((*State).delete)),
+	OpTxn:    opEntry("txn", keyRemembered, encoder.txn, decoder.txn, applyChange((*State).txn)),
 
 	OpExpire: opEntry("expire", keyIgnored,
-		func(w *encoder, b *Expire) { w.ids(b.IDs) },
-		func(r *decoder) *Expire { return &Expire{IDs: r.ids()} },
-		func(s *State, now int64, b *Expire, r *Result) { r.Events, r.Expired = s.expire(now, b) }),
+		func(w encoder, b *Expire) encoder { w.ids(b.IDs); return w },
+		func(d decoder) (*Expire, decoder) { b := &Expire{IDs: d.ids()}; return b, d },
+		func(s *State, now int64, b *Expire) (r Result) { r.Events, r.Expired = s.expire(now, b); return r }),
 
 	OpSetLimits: opEntry("set_limits", keyIgnored,
-		func(w *encoder, b *Limits) {
-			w.varint(b.MaxLeases)
-			w.varint(b.MaxKeysPerLease)
-			w.varint(b.IdempotencyEntries)
-			w.varint(b.IdempotencyRevisions)
-			w.varint(b.ChangesMax)
-			w.varint(b.ChangesMaxAgeMS)
+		func(w encoder, b *Limits) encoder {
+			for _, v := range []int64{b.MaxLeases, b.MaxKeysPerLease, b.IdempotencyEntries, b.IdempotencyRevisions,
+				b.ChangesMax, b.ChangesMaxAgeMS} {
+				w.varint(v)
+			}
+			return w
 		},
-		func(r *decoder) *Limits {
+		func(d decoder) (*Limits, decoder) {
 			// Later fields were added over time; an entry written before
 			// them ends early and takes the defaults.
-			l := &Limits{MaxLeases: r.varint(), MaxKeysPerLease: r.varint()}
-			if len(r.buf) > 0 {
-				l.IdempotencyEntries, l.IdempotencyRevisions = r.varint(), r.varint()
+			b := &Limits{MaxLeases: d.varint(), MaxKeysPerLease: d.varint()}
+			if len(d.buf) > 0 {
+				b.IdempotencyEntries, b.IdempotencyRevisions = d.varint(), d.varint()
 			}
-			if len(r.buf) > 0 {
-				l.ChangesMax, l.ChangesMaxAgeMS = r.varint(), r.varint()
+			if len(d.buf) > 0 {
+				b.ChangesMax, b.ChangesMaxAgeMS = d.varint(), d.varint()
 			}
-			return l
+			return b, d
 		},
-		func(s *State, _ int64, b *Limits, _ *Result) { s.limits = b.withDefaults() }),
-
-	OpTxn: opEntry("txn", keyRemembered, (*encoder).txn, (*decoder).txn,
-		func(s *State, now int64, b *Txn, r *Result) { r.Reply, r.Events, r.Err = s.txn(now, b) }),
+		func(s *State, _ int64, b *Limits) Result { s.limits = b.withDefaults(); return Result{} }),
 
 	OpKeepAliveMany: opEntry("keepalive_many", keyRemembered,
-		func(w *encoder, b *KeepAliveMany) { w.ids(b.IDs) },
-		func(r *decoder) *KeepAliveMany { return &KeepAliveMany{IDs: r.ids()} },
-		func(s *State, now int64, b *KeepAliveMany, r *Result) { r.Reply = s.keepAliveMany(now, b) }),
+		func(w encoder, b *KeepAliveMany) encoder { w.ids(b.IDs); return w },
+		func(d decoder) (*KeepAliveMany, decoder) { b := &KeepAliveMany{IDs: d.ids()}; return b, d },
+		func(s *State, now int64, b *KeepAliveMany) Result { return Result{Reply: s.keepAliveMany(now, b)} }),
 }
 
 // opEntry builds a table entry from functions typed for the body *T.
-func opEntry[T any](name string, keys keyRule, encode func(*encoder, *T), decode func(*decoder) *T,
-	apply func(*State, int64, *T, *Result)) opSpec {
+func opEntry[T any](name string, keys keyRule, encode func(encoder, *T) encoder, decode func(decoder) (*T, decoder),
+	apply func(*State, int64, *T) Result) opSpec {
 	return opSpec{
 		name:   name,
 		keys:   keys,
 		body:   reflect.TypeFor[*T](),
-		encode: func(w *encoder, body any) { encode(w, body.(*T)) },
-		decode: func(r *decoder) any { return decode(r) },
-		apply:  func(s *State, now int64, body any, r *Result) { apply(s, now, body.(*T), r) },
+		encode: func(w encoder, body any) encoder { return encode(w, body.(*T)) },
+		decode: func(d decoder) (any, decoder) {
+			b, d := decode(d)
+			return b, d
+		},
+		apply: func(s *State, now int64, body any) Result { return apply(s, now, body.(*T)) },
+	}
+}
+
+// applyReply adapts a State method that replies and changes no key.
+func applyReply[T any](f func(*State, int64, *T) (any, error)) func(*State, int64, *T) Result {
+	return func(s *State, now int64, b *T) (r Result) {
+		r.Reply, r.Err = f(s, now, b)
+		return r
+	}
+}
+
+// applyChange adapts a State method that replies and may change keys.
+func applyChange[T any](f func(*State, int64, *T) (any, []schema.Event, error)) func(*State, int64, *T) Result {
+	return func(s *State, now int64, b *T) (r Result) {
+		r.Reply, r.Events, r.Err = f(s, now, b)
+		return r
 	}
 }
 

@@ -204,12 +204,13 @@ func (s *State) ApplyCommand(c Command) Result {
 }
 
 func (s *State) applyBody(op Op, body any, now int64) Result {
-	r := Result{Op: op}
-	if op, ok := opOfBody(body); ok {
-		ops[op].apply(s, now, body, &r)
+	var r Result
+	if bodyOp, ok := opOfBody(body); ok {
+		r = ops[bodyOp].apply(s, now, body)
 	} else {
 		r.Err = fmt.Errorf("%w: body %T", ErrBadCommand, body)
 	}
+	r.Op = op
 	if r.Err != nil {
 		r.Reply, r.Events = nil, nil
 	}
