@@ -10,47 +10,6 @@ import (
 	"slices"
 )
 
-// Op identifies a command type in the log.
-type Op byte
-
-// Command types. The numbers are part of the log format: never reuse one.
-const (
-	OpGrant     Op = 1
-	OpKeepAlive Op = 2
-	OpRevoke    Op = 3
-	OpPut       Op = 4
-	OpDelete    Op = 5
-	OpExpire    Op = 6
-	OpSetLimits Op = 7
-	OpTxn       Op = 8
-	// OpKeepAliveMany renews many leases in one entry.
-	OpKeepAliveMany Op = 9
-)
-
-func (o Op) String() string {
-	switch o {
-	case OpGrant:
-		return "grant"
-	case OpKeepAlive:
-		return "keepalive"
-	case OpRevoke:
-		return "revoke"
-	case OpPut:
-		return "put"
-	case OpDelete:
-		return "delete"
-	case OpExpire:
-		return "expire"
-	case OpSetLimits:
-		return "set_limits"
-	case OpTxn:
-		return "txn"
-	case OpKeepAliveMany:
-		return "keepalive_many"
-	}
-	return fmt.Sprintf("op(%d)", byte(o))
-}
-
 // Command formats, the first byte of every encoded command: formatPlain
 // has no idempotency key, formatKeyed carries one after the header.
 const (
@@ -142,7 +101,7 @@ type Command struct {
 	// the first reply instead of applying twice.
 	IdempotencyKey string
 	// Body is one of *Grant, *KeepAlive, *KeepAliveMany, *Revoke, *Put,
-	// *Delete, *Expire, *Limits, *Txn.
+	// *Delete, *Expire, *Limits, *Txn: the body types of the table ops.
 	Body any
 }
 
@@ -181,60 +140,35 @@ func bodyHash(body any) ([32]byte, error) {
 	return sha256.Sum256(append(w.buf, byte(op))), nil
 }
 
+// body appends a command's body and returns its op.
 func (w *encoder) body(body any) (Op, error) {
-	switch b := body.(type) {
-	case *Grant:
-		w.varint(b.ID)
-		w.varint(b.TTL)
-		w.bytes(b.Metadata)
-		return OpGrant, nil
-	case *KeepAlive:
-		w.varint(b.ID)
-		w.varint(b.TTL)
-		return OpKeepAlive, nil
-	case *Revoke:
-		w.varint(b.ID)
-		return OpRevoke, nil
-	case *Put:
-		w.put(b)
-		return OpPut, nil
-	case *Delete:
-		w.delete(b)
-		return OpDelete, nil
-	case *Expire:
-		w.ids(b.IDs)
-		return OpExpire, nil
-	case *Limits:
-		w.varint(b.MaxLeases)
-		w.varint(b.MaxKeysPerLease)
-		w.varint(b.IdempotencyEntries)
-		w.varint(b.IdempotencyRevisions)
-		w.varint(b.ChangesMax)
-		w.varint(b.ChangesMaxAgeMS)
-		return OpSetLimits, nil
-	case *KeepAliveMany:
-		w.ids(b.IDs)
-		return OpKeepAliveMany, nil
-	case *Txn:
-		w.txn(b)
-		return OpTxn, nil
+	op, ok := opOfBody(body)
+	if !ok {
+		return 0, fmt.Errorf("encode command: %w: unknown body type %T", ErrBadCommand, body)
 	}
-	return 0, fmt.Errorf("encode command: %w: unknown body type %T", ErrBadCommand, body)
+	*w = ops[op].encode(*w, body)
+	return op, nil
 }
 
-func (w *encoder) put(p *Put) {
+// put, delete and txn write and read the bodies that transactions nest.
+// Like append, they take and return their encoder or decoder by value, so
+// that the table ops can hold them without moving either to the heap.
+
+func (w encoder) put(p *Put) encoder {
 	w.buf = slices.Grow(w.buf, len(p.Key)+len(p.Value)+24)
 	w.bytes([]byte(p.Key))
 	w.bytes(p.Value)
 	w.varint(p.Lease)
 	w.varint(p.TTL)
 	w.flags(p.PrevKV)
+	return w
 }
 
-func (w *encoder) delete(d *Delete) {
+func (w encoder) delete(d *Delete) encoder {
 	w.bytes([]byte(d.Key))
 	w.flags(d.IsPrefix, d.PrevKV)
 	w.varint(d.Limit)
+	return w
 }
 
 // Decode parses a command from the Raft log.
@@ -256,37 +190,11 @@ func Decode(data []byte) (Command, error) {
 			r.err = errors.New("empty idempotency key")
 		}
 	}
-	switch c.Op {
-	case OpGrant:
-		c.Body = &Grant{ID: r.varint(), TTL: r.varint(), Metadata: r.json()}
-	case OpKeepAlive:
-		c.Body = &KeepAlive{ID: r.varint(), TTL: r.varint()}
-	case OpRevoke:
-		c.Body = &Revoke{ID: r.varint()}
-	case OpPut:
-		c.Body = r.put()
-	case OpDelete:
-		c.Body = r.delete()
-	case OpExpire:
-		c.Body = &Expire{IDs: r.ids()}
-	case OpSetLimits:
-		// Later fields were added over time; an entry written before them
-		// ends early and takes the defaults.
-		l := &Limits{MaxLeases: r.varint(), MaxKeysPerLease: r.varint()}
-		if len(r.buf) > 0 {
-			l.IdempotencyEntries, l.IdempotencyRevisions = r.varint(), r.varint()
-		}
-		if len(r.buf) > 0 {
-			l.ChangesMax, l.ChangesMaxAgeMS = r.varint(), r.varint()
-		}
-		c.Body = l
-	case OpKeepAliveMany:
-		c.Body = &KeepAliveMany{IDs: r.ids()}
-	case OpTxn:
-		c.Body = r.txn()
-	default:
+	spec := c.Op.spec()
+	if spec == nil {
 		return Command{}, fmt.Errorf("%w: unknown op %d", ErrBadCommand, data[1])
 	}
+	c.Body, r = spec.decode(r)
 	if r.err != nil {
 		return Command{}, fmt.Errorf("%w: %s body: %v", ErrBadCommand, c.Op, r.err)
 	}
@@ -296,21 +204,21 @@ func Decode(data []byte) (Command, error) {
 	return c, nil
 }
 
-func (d *decoder) put() *Put {
+func (d decoder) put() (*Put, decoder) {
 	p := &Put{Key: string(d.bytes()), Value: d.json(), Lease: d.varint(), TTL: d.varint()}
 	if p.Value == nil && d.err == nil {
 		d.err = errors.New("put without a value")
 	}
 	p.PrevKV = d.flags()&1 != 0
-	return p
+	return p, d
 }
 
-func (d *decoder) delete() *Delete {
+func (d decoder) delete() (*Delete, decoder) {
 	del := &Delete{Key: string(d.bytes())}
 	f := d.flags()
 	del.IsPrefix, del.PrevKV = f&1 != 0, f&2 != 0
 	del.Limit = d.varint()
-	return del
+	return del, d
 }
 
 // ids writes a list of lease ids.
@@ -379,20 +287,15 @@ func (d *decoder) fail(what string) {
 	d.buf = nil
 }
 
-func (d *decoder) varint() int64 {
-	v, n := binary.Varint(d.buf)
-	if n <= 0 {
-		d.fail("integer")
-		return 0
-	}
-	d.buf = d.buf[n:]
-	return v
-}
+func (d *decoder) varint() int64   { return readVarint(d, binary.Varint, "integer") }
+func (d *decoder) uvarint() uint64 { return readVarint(d, binary.Uvarint, "length") }
 
-func (d *decoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.buf)
+// readVarint reads one varint with read (binary.Varint or Uvarint); a
+// truncated or overlong one fails the decoder as a corrupt what.
+func readVarint[T int64 | uint64](d *decoder, read func([]byte) (T, int), what string) T {
+	v, n := read(d.buf)
 	if n <= 0 {
-		d.fail("length")
+		d.fail(what)
 		return 0
 	}
 	d.buf = d.buf[n:]

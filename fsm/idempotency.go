@@ -23,15 +23,6 @@ func newIdemTrees() (*btree.BTreeG[*idemEntry], *btree.BTreeG[*idemEntry]) {
 		btree.NewG(btreeDegree, func(a, b *idemEntry) bool { return a.seq < b.seq })
 }
 
-// mutates reports whether a command type is covered by idempotency keys.
-func mutates(op Op) bool {
-	switch op {
-	case OpGrant, OpKeepAlive, OpKeepAliveMany, OpRevoke, OpPut, OpDelete, OpTxn:
-		return true
-	}
-	return false
-}
-
 // applyIdempotent answers a retry from the cache, refuses a reused key
 // with a different request, and otherwise applies c and remembers its
 // reply. Failed requests are not remembered: they changed nothing, so a

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -69,12 +70,12 @@ func decodeJSON(b json.RawMessage) (any, bool) {
 func compareNumbers(a, b json.Number) int {
 	x, y := parseDecimal(string(a)), parseDecimal(string(b))
 	if x.sign != y.sign {
-		return compareInt64(int64(x.sign), int64(y.sign))
+		return cmp.Compare(x.sign, y.sign)
 	}
 	if x.sign == 0 {
 		return 0
 	}
-	c := compareInt64(x.exp, y.exp)
+	c := cmp.Compare(x.exp, y.exp)
 	if c == 0 {
 		c = strings.Compare(x.digits, y.digits)
 	}
@@ -135,16 +136,6 @@ func parseExp(s string) int64 {
 
 func satAdd(a, b int64) int64 {
 	return max(-expLimit, min(expLimit, a+b))
-}
-
-func compareInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func jsonEqual(a, b any) bool {

@@ -204,29 +204,13 @@ func (s *State) ApplyCommand(c Command) Result {
 }
 
 func (s *State) applyBody(op Op, body any, now int64) Result {
-	r := Result{Op: op}
-	switch b := body.(type) {
-	case *Grant:
-		r.Reply, r.Err = s.grant(now, b)
-	case *KeepAlive:
-		r.Reply, r.Err = s.keepAlive(now, b)
-	case *Revoke:
-		r.Reply, r.Events, r.Err = s.revoke(b)
-	case *Put:
-		r.Reply, r.Events, r.Err = s.put(now, b)
-	case *Delete:
-		r.Reply, r.Events, r.Err = s.delete(now, b)
-	case *Txn:
-		r.Reply, r.Events, r.Err = s.txn(now, b)
-	case *KeepAliveMany:
-		r.Reply = s.keepAliveMany(now, b)
-	case *Expire:
-		r.Events, r.Expired = s.expire(now, b)
-	case *Limits:
-		s.limits = b.withDefaults()
-	default:
+	var r Result
+	if bodyOp, ok := opOfBody(body); ok {
+		r = ops[bodyOp].apply(s, now, body)
+	} else {
 		r.Err = fmt.Errorf("%w: body %T", ErrBadCommand, body)
 	}
+	r.Op = op
 	if r.Err != nil {
 		r.Reply, r.Events = nil, nil
 	}

@@ -208,7 +208,7 @@ func compareInts(op CompareOp, a, b int64) bool {
 	return false
 }
 
-func (w *encoder) txn(t *Txn) {
+func (w encoder) txn(t *Txn) encoder {
 	w.uvarint(uint64(len(t.Compare)))
 	for _, c := range t.Compare {
 		w.bytes([]byte(c.Key))
@@ -223,10 +223,10 @@ func (w *encoder) txn(t *Txn) {
 			switch {
 			case op.Put != nil:
 				w.buf = append(w.buf, byte(OpPut))
-				w.put(op.Put)
+				w = w.put(op.Put)
 			case op.Delete != nil:
 				w.buf = append(w.buf, byte(OpDelete))
-				w.delete(op.Delete)
+				w = w.delete(op.Delete)
 			case op.Get != nil:
 				w.buf = append(w.buf, opGet)
 				g := op.Get
@@ -240,12 +240,13 @@ func (w *encoder) txn(t *Txn) {
 			}
 		}
 	}
+	return w
 }
 
 // opGet marks a get inside a transaction; it is not a command of its own.
 const opGet = 100
 
-func (d *decoder) txn() *Txn {
+func (d decoder) txn() (*Txn, decoder) {
 	t := &Txn{}
 	if n := d.count(); n > 0 {
 		t.Compare = make([]Compare, n)
@@ -271,9 +272,9 @@ func (d *decoder) txn() *Txn {
 			op := &(*branch)[i]
 			switch kind := d.byte(); kind {
 			case byte(OpPut):
-				op.Put = d.put()
+				op.Put, d = d.put()
 			case byte(OpDelete):
-				op.Delete = d.delete()
+				op.Delete, d = d.delete()
 			case opGet:
 				g := &GetQuery{Key: string(d.bytes())}
 				f := d.flags()
@@ -286,7 +287,7 @@ func (d *decoder) txn() *Txn {
 			}
 		}
 	}
-	return t
+	return t, d
 }
 
 func (d *decoder) byte() byte { return d.flags() }
