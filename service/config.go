@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/subjects"
 )
 
@@ -143,17 +144,6 @@ type NATSAuth struct {
 	TLSCA   string
 }
 
-// Built-in limits that are not flags.
-const (
-	defaultListLimit = 1000
-	maxListLimit     = 10000
-	// maxLeaseID keeps every id exact in a float64, so clients in any
-	// language (JavaScript included) read it without loss.
-	maxLeaseID = 1<<53 - 1
-	// maxTTL guards the millisecond deadline arithmetic against overflow.
-	maxTTL = 100 * 365 * 24 * 3600
-)
-
 // DefaultConfig returns the configuration of `concord serve` with no flags.
 func DefaultConfig() Config {
 	return Config{
@@ -169,19 +159,19 @@ func DefaultConfig() Config {
 		SnapshotThreshold:      8192,
 		SnapshotInterval:       30 * time.Second,
 		TrailingLogs:           10240,
-		MinTTL:                 1,
+		MinTTL:                 schema.DefaultMinTTL,
 		MaxKeyBytes:            subjects.MaxKeyBytes,
-		MaxValueBytes:          1 << 20,
-		MaxMetadataBytes:       8 << 10,
-		MaxLeases:              100_000,
-		MaxKeysPerLease:        10_000,
-		MaxTxnCompares:         64,
-		MaxTxnOps:              128,
-		MaxTxnBytes:            1 << 20,
-		IdempotencyEntries:     100_000,
-		IdempotencyRevisions:   10_000,
-		ChangesMax:             1_000_000,
-		ChangesMaxAge:          24 * time.Hour,
+		MaxValueBytes:          schema.DefaultMaxValueBytes,
+		MaxMetadataBytes:       schema.DefaultMaxMetadataBytes,
+		MaxLeases:              schema.DefaultMaxLeases,
+		MaxKeysPerLease:        schema.DefaultMaxKeysPerLease,
+		MaxTxnCompares:         schema.DefaultMaxTxnCompares,
+		MaxTxnOps:              schema.DefaultMaxTxnOps,
+		MaxTxnBytes:            schema.DefaultMaxTxnBytes,
+		IdempotencyEntries:     schema.DefaultIdempotencyEntries,
+		IdempotencyRevisions:   schema.DefaultIdempotencyRevisions,
+		ChangesMax:             schema.DefaultChangesMax,
+		ChangesMaxAge:          schema.DefaultChangesMaxAge,
 		RaftHeartbeatTimeout:   500 * time.Millisecond,
 		RaftElectionTimeout:    500 * time.Millisecond,
 		RaftLeaderLeaseTimeout: 250 * time.Millisecond,

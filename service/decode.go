@@ -103,15 +103,15 @@ func (s *Service) checkKey(field, key string) *schema.Error {
 // checkLeaseID checks a lease id that is required: 0 means it is missing.
 func checkLeaseID(field string, id int64) *schema.Error {
 	if id == 0 {
-		return invalid("%s is required: a lease id from 1 to %d", field, int64(maxLeaseID))
+		return invalid("%s is required: a lease id from 1 to %d", field, int64(schema.MaxLeaseID))
 	}
 	return checkLeaseIDRange(field, id)
 }
 
 // checkLeaseIDRange checks that a given lease id is one a lease can have.
 func checkLeaseIDRange(field string, id int64) *schema.Error {
-	if id < 1 || id > maxLeaseID {
-		return invalid("%s must be a lease id from 1 to %d, not %d", field, int64(maxLeaseID), id)
+	if id < 1 || id > schema.MaxLeaseID {
+		return invalid("%s must be a lease id from 1 to %d, not %d", field, int64(schema.MaxLeaseID), id)
 	}
 	return nil
 }
@@ -120,8 +120,8 @@ func (s *Service) checkTTL(field string, ttl int64) *schema.Error {
 	switch {
 	case ttl < s.cfg.MinTTL:
 		return invalid("%s must be at least %s, not %d", field, seconds(s.cfg.MinTTL), ttl)
-	case ttl > maxTTL:
-		return invalid("%s must be at most %s (100 years), not %d", field, seconds(maxTTL), ttl)
+	case ttl > schema.MaxTTL:
+		return invalid("%s must be at most %s (100 years), not %d", field, seconds(schema.MaxTTL), ttl)
 	}
 	return nil
 }
@@ -208,9 +208,6 @@ func (s *Service) decodeKeepAlive(data []byte) (*fsm.KeepAlive, *schema.Error) {
 	return k, nil
 }
 
-// maxKeepAliveMany bounds the leases one keepalive_many renews.
-const maxKeepAliveMany = 10_000
-
 func decodeKeepAliveMany(data []byte) (*fsm.KeepAliveMany, *schema.Error) {
 	var req schema.LeaseKeepAliveManyRequest
 	if e := decodeStrict(data, &req); e != nil {
@@ -218,9 +215,9 @@ func decodeKeepAliveMany(data []byte) (*fsm.KeepAliveMany, *schema.Error) {
 	}
 	switch {
 	case len(req.IDs) == 0:
-		return nil, invalid("ids is required: a list of 1 to %d lease ids", maxKeepAliveMany)
-	case len(req.IDs) > maxKeepAliveMany:
-		return nil, invalid("ids lists %d lease ids, more than the %d one request may renew", len(req.IDs), maxKeepAliveMany)
+		return nil, invalid("ids is required: a list of 1 to %d lease ids", schema.MaxKeepAliveMany)
+	case len(req.IDs) > schema.MaxKeepAliveMany:
+		return nil, invalid("ids lists %d lease ids, more than the %d one request may renew", len(req.IDs), schema.MaxKeepAliveMany)
 	}
 	for i, id := range req.IDs {
 		if e := checkLeaseIDRange(fmt.Sprintf("ids[%d]", i), id); e != nil {
@@ -229,12 +226,6 @@ func decodeKeepAliveMany(data []byte) (*fsm.KeepAliveMany, *schema.Error) {
 	}
 	return &fsm.KeepAliveMany{IDs: req.IDs}, nil
 }
-
-// Change-log reads return 100 events by default and 1000 at most.
-const (
-	defaultChangesLimit = 100
-	maxChangesLimit     = 1000
-)
 
 func (s *Service) decodeChanges(data []byte) (fsm.ChangesQuery, *schema.Error) {
 	var req schema.KVChangesRequest
@@ -257,9 +248,9 @@ func (s *Service) decodeChanges(data []byte) (fsm.ChangesQuery, *schema.Error) {
 	}
 	switch {
 	case q.Limit == 0:
-		q.Limit = defaultChangesLimit
-	case q.Limit < 0 || q.Limit > maxChangesLimit:
-		return fsm.ChangesQuery{}, invalid("limit must be from 1 to %d, not %d", maxChangesLimit, q.Limit)
+		q.Limit = schema.DefaultChangesLimit
+	case q.Limit < 0 || q.Limit > schema.MaxChangesLimit:
+		return fsm.ChangesQuery{}, invalid("limit must be from 1 to %d, not %d", schema.MaxChangesLimit, q.Limit)
 	}
 	return q, nil
 }
@@ -294,7 +285,7 @@ func decodeList(data []byte) (*schema.LeaseListRequest, *schema.Error) {
 	if req.After < 0 {
 		return nil, invalid("after must be a lease id, 0 or more, not %d", req.After)
 	}
-	limit, e := checkLimit("", req.Limit, maxListLimit)
+	limit, e := checkLimit("", req.Limit, schema.MaxListLimit)
 	if e != nil {
 		return nil, e
 	}
@@ -306,7 +297,7 @@ func decodeList(data []byte) (*schema.LeaseListRequest, *schema.Error) {
 func checkLimit(at string, limit, max int) (int, *schema.Error) {
 	switch {
 	case limit == 0:
-		return min(defaultListLimit, max), nil
+		return min(schema.DefaultListLimit, max), nil
 	case limit < 0 || limit > max:
 		return 0, invalid("%slimit must be from 1 to %d, not %d", at, max, limit)
 	}
@@ -339,8 +330,8 @@ func (s *Service) buildPut(at, key string, value json.RawMessage, lease, ttl *in
 		return nil, invalid("%slease and %sttl cannot both be given: give one or the other", at, at)
 	}
 	if lease != nil && *lease != 0 {
-		if *lease < 0 || *lease > maxLeaseID {
-			return nil, invalid("%slease must be a lease id from 1 to %d (or 0 for none), not %d", at, int64(maxLeaseID), *lease)
+		if *lease < 0 || *lease > schema.MaxLeaseID {
+			return nil, invalid("%slease must be a lease id from 1 to %d (or 0 for none), not %d", at, int64(schema.MaxLeaseID), *lease)
 		}
 		p.Lease = *lease
 	}
@@ -374,7 +365,7 @@ func (s *Service) decodeGet(data []byte) (fsm.GetQuery, bool, *schema.Error) {
 	if e := decodeStrict(data, &req); e != nil {
 		return fsm.GetQuery{}, false, e
 	}
-	q, e := s.buildGet("", req.Key, req.Prefix, req.Limit, req.After, req.KeysOnly, req.CountOnly, maxListLimit)
+	q, e := s.buildGet("", req.Key, req.Prefix, req.Limit, req.After, req.KeysOnly, req.CountOnly, schema.MaxListLimit)
 	return q, req.Serializable, e
 }
 

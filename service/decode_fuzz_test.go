@@ -38,7 +38,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		case subjects.LeaseGrant:
 			var g *fsm.Grant
 			if g, e = svc.decodeGrant(data); e == nil {
-				if g.TTL < 1 || g.ID < 0 || g.ID > maxLeaseID || (g.Metadata != nil && g.Metadata[0] != '{') {
+				if g.TTL < 1 || g.ID < 0 || g.ID > schema.MaxLeaseID || (g.Metadata != nil && g.Metadata[0] != '{') {
 					t.Fatalf("grant %+v from %q", g, data)
 				}
 				cmd = g

@@ -26,10 +26,6 @@ var compareOps = map[string]fsm.CompareOp{
 	"==": fsm.CmpEq, "!=": fsm.CmpNe, "<": fsm.CmpLt, "<=": fsm.CmpLe, ">": fsm.CmpGt, ">=": fsm.CmpGe,
 }
 
-// maxTxnPrefixLimit bounds a prefix get or delete inside a transaction, so
-// one log entry stays small however many keys a prefix matches.
-const maxTxnPrefixLimit = 1000
-
 // decodeTxn checks a transaction request: sizes and counts, every compare's
 // target, operator and operand type, and every operation as its standalone
 // endpoint would. Only what depends on state is left to Apply.
@@ -132,8 +128,8 @@ func (s *Service) buildCompare(at string, c schema.TxnCompare) (fsm.Compare, *sc
 		if !ok {
 			return fsm.Compare{}, invalid("%svalue must be a whole number in %s compare, not %s", at, article(c.Target), shorten(string(bytes.TrimSpace(c.Value))))
 		}
-		if target == fsm.TargetLease && (n < 0 || n > maxLeaseID) {
-			return fsm.Compare{}, invalid("%svalue must be a lease id from 1 to %d (or 0 for none), not %d", at, int64(maxLeaseID), n)
+		if target == fsm.TargetLease && (n < 0 || n > schema.MaxLeaseID) {
+			return fsm.Compare{}, invalid("%svalue must be a lease id from 1 to %d (or 0 for none), not %d", at, int64(schema.MaxLeaseID), n)
 		}
 		fc.Int = n
 	}
@@ -186,7 +182,7 @@ func (s *Service) buildBranch(name string, ops []schema.TxnOp, getBudget int) ([
 			out = append(out, fsm.TxnOp{Put: fp})
 		case op.Get != nil:
 			g := op.Get
-			q, e := s.buildGet(at+"get.", g.Key, g.Prefix, g.Limit, g.After, g.KeysOnly, g.CountOnly, maxTxnPrefixLimit)
+			q, e := s.buildGet(at+"get.", g.Key, g.Prefix, g.Limit, g.After, g.KeysOnly, g.CountOnly, schema.MaxTxnPrefixLimit)
 			if e != nil {
 				return nil, e
 			}
@@ -198,7 +194,7 @@ func (s *Service) buildBranch(name string, ops []schema.TxnOp, getBudget int) ([
 			if e != nil {
 				return nil, e
 			}
-			limit, e := checkLimit(at+"delete.", d.Limit, maxTxnPrefixLimit)
+			limit, e := checkLimit(at+"delete.", d.Limit, schema.MaxTxnPrefixLimit)
 			if e != nil {
 				return nil, e
 			}

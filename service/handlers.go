@@ -301,9 +301,6 @@ func (s *Service) proposeReply(m *nats.Msg, cmd any, bodyKey string) (any, *sche
 	return res.Reply, nil
 }
 
-// maxIdempotencyKey bounds a key: the cache holds up to 100,000 of them.
-const maxIdempotencyKey = 256
-
 func idempotencyKey(m *nats.Msg, bodyKey string) (string, *schema.Error) {
 	key, field := bodyKey, "idempotency_key"
 	if h := m.Header.Get(schema.HeaderIdempotencyKey); h != "" {
@@ -312,8 +309,8 @@ func idempotencyKey(m *nats.Msg, bodyKey string) (string, *schema.Error) {
 		}
 		key, field = h, "the "+schema.HeaderIdempotencyKey+" header"
 	}
-	if len(key) > maxIdempotencyKey {
-		return "", invalid("%s is %d bytes long, more than the %d allowed", field, len(key), maxIdempotencyKey)
+	if len(key) > schema.MaxIdempotencyKeyBytes {
+		return "", invalid("%s is %d bytes long, more than the %d allowed", field, len(key), schema.MaxIdempotencyKeyBytes)
 	}
 	for i := 0; i < len(key); i++ {
 		if key[i] < 0x20 || key[i] > 0x7e {
