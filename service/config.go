@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"time"
 
 	"github.com/concord-io/concord/schema"
@@ -198,95 +199,20 @@ func (c *Config) eventsAuth() NATSAuth {
 // ErrConfig reports an invalid configuration.
 var ErrConfig = errors.New("invalid configuration")
 
+// fillDefaults gives every zero field the value DefaultConfig has for it,
+// so a default is stated once, there. Two fields differ: with a NATS
+// configuration file an empty NATSListen means "as the file says", and a
+// nil Logger is slog.Default().
 func (c *Config) fillDefaults() {
-	d := DefaultConfig()
-	setStr := func(v *string, def string) {
-		if *v == "" {
-			*v = def
+	keepListen := c.NATSConfigFile != "" && c.NATSListen == ""
+	cv, dv := reflect.ValueOf(c).Elem(), reflect.ValueOf(DefaultConfig())
+	for i := range cv.NumField() {
+		if f := cv.Field(i); f.CanSet() && f.IsZero() {
+			f.Set(dv.Field(i))
 		}
 	}
-	setStr(&c.NodeID, d.NodeID)
-	setStr(&c.DataDir, d.DataDir)
-	setStr(&c.RaftAddr, d.RaftAddr)
-	if c.NATSConfigFile == "" {
-		// With a config file, empty means "as the file says".
-		setStr(&c.NATSListen, d.NATSListen)
-	}
-	setStr(&c.SubjectPrefix, d.SubjectPrefix)
-	if c.TickInterval == 0 {
-		c.TickInterval = d.TickInterval
-	}
-	if c.ExpireBatch == 0 {
-		c.ExpireBatch = d.ExpireBatch
-	}
-	if c.ApplyTimeout == 0 {
-		c.ApplyTimeout = d.ApplyTimeout
-	}
-	if c.MaxInflight == 0 {
-		c.MaxInflight = d.MaxInflight
-	}
-	if c.SnapshotThreshold == 0 {
-		c.SnapshotThreshold = d.SnapshotThreshold
-	}
-	if c.SnapshotInterval == 0 {
-		c.SnapshotInterval = d.SnapshotInterval
-	}
-	if c.TrailingLogs == 0 {
-		c.TrailingLogs = d.TrailingLogs
-	}
-	if c.MinTTL == 0 {
-		c.MinTTL = d.MinTTL
-	}
-	if c.MaxKeyBytes == 0 {
-		c.MaxKeyBytes = d.MaxKeyBytes
-	}
-	if c.MaxValueBytes == 0 {
-		c.MaxValueBytes = d.MaxValueBytes
-	}
-	if c.MaxMetadataBytes == 0 {
-		c.MaxMetadataBytes = d.MaxMetadataBytes
-	}
-	if c.MaxLeases == 0 {
-		c.MaxLeases = d.MaxLeases
-	}
-	if c.MaxKeysPerLease == 0 {
-		c.MaxKeysPerLease = d.MaxKeysPerLease
-	}
-	if c.MaxTxnCompares == 0 {
-		c.MaxTxnCompares = d.MaxTxnCompares
-	}
-	if c.MaxTxnOps == 0 {
-		c.MaxTxnOps = d.MaxTxnOps
-	}
-	if c.MaxTxnBytes == 0 {
-		c.MaxTxnBytes = d.MaxTxnBytes
-	}
-	if c.RaftHeartbeatTimeout == 0 {
-		c.RaftHeartbeatTimeout = d.RaftHeartbeatTimeout
-	}
-	if c.RaftElectionTimeout == 0 {
-		c.RaftElectionTimeout = d.RaftElectionTimeout
-	}
-	if c.RaftLeaderLeaseTimeout == 0 {
-		c.RaftLeaderLeaseTimeout = d.RaftLeaderLeaseTimeout
-	}
-	if c.ChangesMax == 0 {
-		c.ChangesMax = d.ChangesMax
-	}
-	if c.ChangesMaxAge == 0 {
-		c.ChangesMaxAge = d.ChangesMaxAge
-	}
-	if c.IdempotencyEntries == 0 {
-		c.IdempotencyEntries = d.IdempotencyEntries
-	}
-	if c.IdempotencyRevisions == 0 {
-		c.IdempotencyRevisions = d.IdempotencyRevisions
-	}
-	if c.BootstrapWait == 0 {
-		c.BootstrapWait = d.BootstrapWait
-	}
-	if c.BusCheckInterval == 0 {
-		c.BusCheckInterval = d.BusCheckInterval
+	if keepListen {
+		c.NATSListen = ""
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
