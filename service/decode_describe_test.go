@@ -109,13 +109,36 @@ func userFacingProblem(desc string) string {
 // stay what clients test for.
 func TestDecodeErrorDescriptions(t *testing.T) {
 	svc := decodeTestService()
+	for _, tc := range decodeErrorCases() {
+		what := string(tc.ep) + " " + shorten(tc.body)
+		e := decodeRequest(svc, tc.ep, []byte(tc.body))
+		if e == nil {
+			t.Errorf("%s: accepted", what)
+			continue
+		}
+		if e.Name != tc.name {
+			t.Errorf("%s: error %s, want %s", what, e.Name, tc.name)
+		}
+		if e.Description != tc.desc {
+			t.Errorf("%s:\n got  %s\n want %s", what, e.Description, tc.desc)
+		}
+		checkUserFacing(t, what, e.Description)
+	}
+}
+
+// decodeErrorCase is a request a decoder refuses, with the error it gives.
+type decodeErrorCase struct {
+	ep   subjects.Endpoint
+	body string
+	name string
+	desc string
+}
+
+// decodeErrorCases are the requests of TestDecodeErrorDescriptions; the
+// schema agreement test judges them by the JSON Schemas too.
+func decodeErrorCases() []decodeErrorCase {
 	long := strings.Repeat("k", 1025)
-	cases := []struct {
-		ep   subjects.Endpoint
-		body string
-		name string
-		desc string
-	}{
+	return []decodeErrorCase{
 		// The body as a whole.
 		{subjects.LeaseGrant, ``, schema.ErrInvalidRequest, `the request body is empty; send a JSON object`},
 		{subjects.LeaseGrant, " \n", schema.ErrInvalidRequest, `the request body is empty; send a JSON object`},
@@ -247,21 +270,6 @@ func TestDecodeErrorDescriptions(t *testing.T) {
 		{subjects.ClusterBackupChunk, `{"id":"x"}`, schema.ErrInvalidRequest, `id must be a backup id of 16 lowercase hexadecimal digits, as cluster.backup returned it, not "x"`},
 		{subjects.ClusterBackupChunk, `{"id":"5d41402abc4b2a76","offset":-1}`, schema.ErrInvalidRequest, `offset must be 0 or more, not -1`},
 		{subjects.ClusterBackupChunk, `{"id":"5d41402abc4b2a76","length":-1}`, schema.ErrInvalidRequest, `length must be 0 or more, not -1`},
-	}
-	for _, tc := range cases {
-		what := string(tc.ep) + " " + shorten(tc.body)
-		e := decodeRequest(svc, tc.ep, []byte(tc.body))
-		if e == nil {
-			t.Errorf("%s: accepted", what)
-			continue
-		}
-		if e.Name != tc.name {
-			t.Errorf("%s: error %s, want %s", what, e.Name, tc.name)
-		}
-		if e.Description != tc.desc {
-			t.Errorf("%s:\n got  %s\n want %s", what, e.Description, tc.desc)
-		}
-		checkUserFacing(t, what, e.Description)
 	}
 }
 

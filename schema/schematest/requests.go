@@ -7,6 +7,7 @@ package schematest
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/concord-io/concord/schema"
@@ -97,7 +98,7 @@ func ValidRequests() []Example {
 		{"kv.txn.request", `{"compare":[{"key":"a","target":"value","op":"==","value":null}]}`},
 		{"kv.txn.request", `{"compare":[{"key":"a","target":"lease","op":"==","value":0},{"key":"b","target":"lease","op":"!=","value":9007199254740991}]}`},
 		{"kv.txn.request", `{"compare":[{"key":"a","target":"ttl","op":"<","value":5},{"key":"a","target":"version","op":">","value":-1},{"key":"a","target":"mod_revision","op":"<=","value":3.0}]}`},
-		{"kv.txn.request", `{"compare":[` + repeatJSON(`{"key":"a","target":"version","op":"==","value":0}`, 64) + `]}`},
+		{"kv.txn.request", `{"compare":[` + versionCompares(64) + `]}`}, // the most compares
 		{"kv.txn.request", `{"success":[` + repeatJSON(`{"get":{"key":"a"}}`, 128) + `],"failure":[` + repeatJSON(`{"delete":{"key":"a"}}`, 128) + `]}`},
 		{"kv.txn.request", `{"success":[{"get":{"prefix":"","limit":1000}},{"delete":{"prefix":"","limit":1000}},{"delete":{"key":"a","limit":0}}],"idempotency_key":"x"}`},
 	}
@@ -261,7 +262,7 @@ func InvalidRequests() []Example {
 		{"kv.txn.request", `{"compare":[{"key":"a b","target":"version","op":"==","value":1}]}`},
 		{"kv.txn.request", `{"compare":[{"key":"svc.>","target":"version","op":"==","value":1}]}`},
 		{"kv.txn.request", `{"compare":[{"key":"a","target":"version","op":"==","value":1,"range_end":"b"}]}`}, // unknown field
-		{"kv.txn.request", `{"compare":[` + repeatJSON(`{"key":"a","target":"version","op":"==","value":0}`, 65) + `]}`},
+		{"kv.txn.request", `{"compare":[` + versionCompares(65) + `]}`},                                        // one compare too many
 		{"kv.txn.request", `{"compare":{"key":"a","target":"version","op":"==","value":0}}`},
 		{"kv.txn.request", `{"compare":null}`},
 		// kv.txn request: operations
@@ -330,6 +331,20 @@ var printableASCII = func() string {
 // arrays at and beyond a limit.
 func repeatJSON(item string, n int) string {
 	return strings.TrimSuffix(strings.Repeat(item+",", n), ",")
+}
+
+// versionCompares returns n version compares of n different keys, for a
+// transaction at and beyond the most compares (two compares of one key
+// and target are refused by the server).
+func versionCompares(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"key":"k%d","target":"version","op":"==","value":0}`, i)
+	}
+	return b.String()
 }
 
 // issueTxnExample is the request of the transactions issue, verbatim.
