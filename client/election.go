@@ -107,7 +107,7 @@ func leaderOf(ctx context.Context, c *Client, pfx string) (*schema.KeyValue, int
 	var best *schema.KeyValue
 	after := ""
 	for {
-		g, err := c.Get(ctx, schema.KVGetRequest{Prefix: &pfx, After: after, Limit: 10000})
+		g, err := c.Get(ctx, schema.KVGetRequest{Prefix: &pfx, After: after, Limit: schema.MaxListLimit})
 		if err != nil {
 			return nil, 0, err
 		}

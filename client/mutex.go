@@ -131,7 +131,7 @@ func predecessor(ctx context.Context, c *Client, pfx string, rev int64) (*schema
 	var best *schema.KeyValue
 	after := ""
 	for {
-		g, err := c.Get(ctx, schema.KVGetRequest{Prefix: &pfx, After: after, KeysOnly: true, Limit: 10000})
+		g, err := c.Get(ctx, schema.KVGetRequest{Prefix: &pfx, After: after, KeysOnly: true, Limit: schema.MaxListLimit})
 		if err != nil {
 			return nil, 0, err
 		}

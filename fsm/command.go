@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/concord-io/concord/schema"
 )
 
 // Command formats, the first byte of every encoded command: formatPlain
@@ -89,8 +91,9 @@ type Limits struct {
 }
 
 // DefaultLimits are the limits of a new state machine.
-var DefaultLimits = Limits{MaxLeases: 100_000, MaxKeysPerLease: 10_000, IdempotencyEntries: 100_000, IdempotencyRevisions: 10_000,
-	ChangesMax: 1_000_000, ChangesMaxAgeMS: 24 * 3600 * 1000}
+var DefaultLimits = Limits{MaxLeases: schema.DefaultMaxLeases, MaxKeysPerLease: schema.DefaultMaxKeysPerLease,
+	IdempotencyEntries: schema.DefaultIdempotencyEntries, IdempotencyRevisions: schema.DefaultIdempotencyRevisions,
+	ChangesMax: schema.DefaultChangesMax, ChangesMaxAgeMS: schema.DefaultChangesMaxAge.Milliseconds()}
 
 // Command is one decoded log entry.
 type Command struct {

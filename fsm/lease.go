@@ -34,9 +34,8 @@ func (s *State) dropLease(l *lease) {
 	}
 }
 
-// MaxLeaseID is the largest lease id: every id stays exact in a float64, so
-// clients in any language (JavaScript included) read it without loss.
-const MaxLeaseID = 1<<53 - 1
+// MaxLeaseID is the largest lease id (see schema.MaxLeaseID).
+const MaxLeaseID = schema.MaxLeaseID
 
 // nextFreeID takes the next id from the counter. Ids below the counter are
 // never handed out again, even after their lease is gone. It returns false

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"time"
 
+	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/subjects"
 )
 
@@ -143,17 +145,6 @@ type NATSAuth struct {
 	TLSCA   string
 }
 
-// Built-in limits that are not flags.
-const (
-	defaultListLimit = 1000
-	maxListLimit     = 10000
-	// maxLeaseID keeps every id exact in a float64, so clients in any
-	// language (JavaScript included) read it without loss.
-	maxLeaseID = 1<<53 - 1
-	// maxTTL guards the millisecond deadline arithmetic against overflow.
-	maxTTL = 100 * 365 * 24 * 3600
-)
-
 // DefaultConfig returns the configuration of `concord serve` with no flags.
 func DefaultConfig() Config {
 	return Config{
@@ -169,19 +160,19 @@ func DefaultConfig() Config {
 		SnapshotThreshold:      8192,
 		SnapshotInterval:       30 * time.Second,
 		TrailingLogs:           10240,
-		MinTTL:                 1,
+		MinTTL:                 schema.DefaultMinTTL,
 		MaxKeyBytes:            subjects.MaxKeyBytes,
-		MaxValueBytes:          1 << 20,
-		MaxMetadataBytes:       8 << 10,
-		MaxLeases:              100_000,
-		MaxKeysPerLease:        10_000,
-		MaxTxnCompares:         64,
-		MaxTxnOps:              128,
-		MaxTxnBytes:            1 << 20,
-		IdempotencyEntries:     100_000,
-		IdempotencyRevisions:   10_000,
-		ChangesMax:             1_000_000,
-		ChangesMaxAge:          24 * time.Hour,
+		MaxValueBytes:          schema.DefaultMaxValueBytes,
+		MaxMetadataBytes:       schema.DefaultMaxMetadataBytes,
+		MaxLeases:              schema.DefaultMaxLeases,
+		MaxKeysPerLease:        schema.DefaultMaxKeysPerLease,
+		MaxTxnCompares:         schema.DefaultMaxTxnCompares,
+		MaxTxnOps:              schema.DefaultMaxTxnOps,
+		MaxTxnBytes:            schema.DefaultMaxTxnBytes,
+		IdempotencyEntries:     schema.DefaultIdempotencyEntries,
+		IdempotencyRevisions:   schema.DefaultIdempotencyRevisions,
+		ChangesMax:             schema.DefaultChangesMax,
+		ChangesMaxAge:          schema.DefaultChangesMaxAge,
 		RaftHeartbeatTimeout:   500 * time.Millisecond,
 		RaftElectionTimeout:    500 * time.Millisecond,
 		RaftLeaderLeaseTimeout: 250 * time.Millisecond,
@@ -208,95 +199,20 @@ func (c *Config) eventsAuth() NATSAuth {
 // ErrConfig reports an invalid configuration.
 var ErrConfig = errors.New("invalid configuration")
 
+// fillDefaults gives every zero field the value DefaultConfig has for it,
+// so a default is stated once, there. Two fields differ: with a NATS
+// configuration file an empty NATSListen means "as the file says", and a
+// nil Logger is slog.Default().
 func (c *Config) fillDefaults() {
-	d := DefaultConfig()
-	setStr := func(v *string, def string) {
-		if *v == "" {
-			*v = def
+	keepListen := c.NATSConfigFile != "" && c.NATSListen == ""
+	cv, dv := reflect.ValueOf(c).Elem(), reflect.ValueOf(DefaultConfig())
+	for i := range cv.NumField() {
+		if f := cv.Field(i); f.CanSet() && f.IsZero() {
+			f.Set(dv.Field(i))
 		}
 	}
-	setStr(&c.NodeID, d.NodeID)
-	setStr(&c.DataDir, d.DataDir)
-	setStr(&c.RaftAddr, d.RaftAddr)
-	if c.NATSConfigFile == "" {
-		// With a config file, empty means "as the file says".
-		setStr(&c.NATSListen, d.NATSListen)
-	}
-	setStr(&c.SubjectPrefix, d.SubjectPrefix)
-	if c.TickInterval == 0 {
-		c.TickInterval = d.TickInterval
-	}
-	if c.ExpireBatch == 0 {
-		c.ExpireBatch = d.ExpireBatch
-	}
-	if c.ApplyTimeout == 0 {
-		c.ApplyTimeout = d.ApplyTimeout
-	}
-	if c.MaxInflight == 0 {
-		c.MaxInflight = d.MaxInflight
-	}
-	if c.SnapshotThreshold == 0 {
-		c.SnapshotThreshold = d.SnapshotThreshold
-	}
-	if c.SnapshotInterval == 0 {
-		c.SnapshotInterval = d.SnapshotInterval
-	}
-	if c.TrailingLogs == 0 {
-		c.TrailingLogs = d.TrailingLogs
-	}
-	if c.MinTTL == 0 {
-		c.MinTTL = d.MinTTL
-	}
-	if c.MaxKeyBytes == 0 {
-		c.MaxKeyBytes = d.MaxKeyBytes
-	}
-	if c.MaxValueBytes == 0 {
-		c.MaxValueBytes = d.MaxValueBytes
-	}
-	if c.MaxMetadataBytes == 0 {
-		c.MaxMetadataBytes = d.MaxMetadataBytes
-	}
-	if c.MaxLeases == 0 {
-		c.MaxLeases = d.MaxLeases
-	}
-	if c.MaxKeysPerLease == 0 {
-		c.MaxKeysPerLease = d.MaxKeysPerLease
-	}
-	if c.MaxTxnCompares == 0 {
-		c.MaxTxnCompares = d.MaxTxnCompares
-	}
-	if c.MaxTxnOps == 0 {
-		c.MaxTxnOps = d.MaxTxnOps
-	}
-	if c.MaxTxnBytes == 0 {
-		c.MaxTxnBytes = d.MaxTxnBytes
-	}
-	if c.RaftHeartbeatTimeout == 0 {
-		c.RaftHeartbeatTimeout = d.RaftHeartbeatTimeout
-	}
-	if c.RaftElectionTimeout == 0 {
-		c.RaftElectionTimeout = d.RaftElectionTimeout
-	}
-	if c.RaftLeaderLeaseTimeout == 0 {
-		c.RaftLeaderLeaseTimeout = d.RaftLeaderLeaseTimeout
-	}
-	if c.ChangesMax == 0 {
-		c.ChangesMax = d.ChangesMax
-	}
-	if c.ChangesMaxAge == 0 {
-		c.ChangesMaxAge = d.ChangesMaxAge
-	}
-	if c.IdempotencyEntries == 0 {
-		c.IdempotencyEntries = d.IdempotencyEntries
-	}
-	if c.IdempotencyRevisions == 0 {
-		c.IdempotencyRevisions = d.IdempotencyRevisions
-	}
-	if c.BootstrapWait == 0 {
-		c.BootstrapWait = d.BootstrapWait
-	}
-	if c.BusCheckInterval == 0 {
-		c.BusCheckInterval = d.BusCheckInterval
+	if keepListen {
+		c.NATSListen = ""
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

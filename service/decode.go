@@ -13,9 +13,43 @@ import (
 	"github.com/concord-io/concord/subjects"
 )
 
-// The decoders turn a request body into an fsm command or a read query,
-// checking everything that does not depend on state. They never touch Raft,
-// so bad input is answered with 400/413 and changes nothing.
+// A decoder turns a request body into an fsm command or a read query,
+// checking everything that does not depend on state, under the limits of a
+// node's configuration (the fixed ones are in schema/limits.go). It never
+// touches Raft, so bad input is answered with 400/413 and changes nothing.
+// It does not change after newDecoder and is safe for concurrent use. Every
+// request decoder is a method, whether or not it reads a limit.
+type decoder struct {
+	minTTL           int64
+	maxKeyBytes      int
+	maxValueBytes    int
+	maxMetadataBytes int
+	maxTxnCompares   int
+	maxTxnOps        int
+	maxTxnBytes      int
+	// replyBytes is what a reply may carry: the connection's max payload
+	// less replyHeadroom. A transaction's reads share it.
+	replyBytes int
+}
+
+// replyHeadroom is kept free below the connection's max payload for the
+// reply's envelope and headers.
+const replyHeadroom = 16 << 10
+
+// newDecoder returns the decoder of cfg's limits (after fillDefaults) for
+// a connection whose max payload is maxPayload.
+func newDecoder(cfg *Config, maxPayload int64) decoder {
+	return decoder{
+		minTTL:           cfg.MinTTL,
+		maxKeyBytes:      cfg.MaxKeyBytes,
+		maxValueBytes:    cfg.MaxValueBytes,
+		maxMetadataBytes: cfg.MaxMetadataBytes,
+		maxTxnCompares:   cfg.MaxTxnCompares,
+		maxTxnOps:        cfg.MaxTxnOps,
+		maxTxnBytes:      cfg.MaxTxnBytes,
+		replyBytes:       int(maxPayload) - replyHeadroom,
+	}
+}
 
 func invalid(format string, args ...any) *schema.Error {
 	return schema.Errorf(schema.ErrInvalidRequest, format, args...)
@@ -93,8 +127,8 @@ func keyInvalid(field string, err error) *schema.Error {
 	return invalid("%s is not a valid key: %v", field, err)
 }
 
-func (s *Service) checkKey(field, key string) *schema.Error {
-	if err := subjects.ValidateKey(key, s.cfg.MaxKeyBytes); err != nil {
+func (d *decoder) checkKey(field, key string) *schema.Error {
+	if err := subjects.ValidateKey(key, d.maxKeyBytes); err != nil {
 		return keyInvalid(field, err)
 	}
 	return nil
@@ -103,25 +137,25 @@ func (s *Service) checkKey(field, key string) *schema.Error {
 // checkLeaseID checks a lease id that is required: 0 means it is missing.
 func checkLeaseID(field string, id int64) *schema.Error {
 	if id == 0 {
-		return invalid("%s is required: a lease id from 1 to %d", field, int64(maxLeaseID))
+		return invalid("%s is required: a lease id from 1 to %d", field, int64(schema.MaxLeaseID))
 	}
 	return checkLeaseIDRange(field, id)
 }
 
 // checkLeaseIDRange checks that a given lease id is one a lease can have.
 func checkLeaseIDRange(field string, id int64) *schema.Error {
-	if id < 1 || id > maxLeaseID {
-		return invalid("%s must be a lease id from 1 to %d, not %d", field, int64(maxLeaseID), id)
+	if id < 1 || id > schema.MaxLeaseID {
+		return invalid("%s must be a lease id from 1 to %d, not %d", field, int64(schema.MaxLeaseID), id)
 	}
 	return nil
 }
 
-func (s *Service) checkTTL(field string, ttl int64) *schema.Error {
+func (d *decoder) checkTTL(field string, ttl int64) *schema.Error {
 	switch {
-	case ttl < s.cfg.MinTTL:
-		return invalid("%s must be at least %s, not %d", field, seconds(s.cfg.MinTTL), ttl)
-	case ttl > maxTTL:
-		return invalid("%s must be at most %s (100 years), not %d", field, seconds(maxTTL), ttl)
+	case ttl < d.minTTL:
+		return invalid("%s must be at least %s, not %d", field, seconds(d.minTTL), ttl)
+	case ttl > schema.MaxTTL:
+		return invalid("%s must be at most %s (100 years), not %d", field, seconds(schema.MaxTTL), ttl)
 	}
 	return nil
 }
@@ -150,7 +184,7 @@ func compactJSON(raw json.RawMessage) json.RawMessage {
 	return buf.Bytes()
 }
 
-func (s *Service) decodeGrant(data []byte) (*fsm.Grant, *schema.Error) {
+func (d *decoder) grant(data []byte) (*fsm.Grant, *schema.Error) {
 	var req schema.LeaseGrantRequest
 	hasTTL := true
 	if f, ok := decodeIntObject(data, "ttl", "id"); ok {
@@ -161,9 +195,9 @@ func (s *Service) decodeGrant(data []byte) (*fsm.Grant, *schema.Error) {
 		hasTTL = req.TTL != 0 || hasMember(data, "ttl")
 	}
 	if !hasTTL {
-		return nil, invalid("ttl is required: the lease's time to live in whole seconds, at least %s", seconds(s.cfg.MinTTL))
+		return nil, invalid("ttl is required: the lease's time to live in whole seconds, at least %s", seconds(d.minTTL))
 	}
-	if e := s.checkTTL("ttl", req.TTL); e != nil {
+	if e := d.checkTTL("ttl", req.TTL); e != nil {
 		return nil, e
 	}
 	if req.ID != 0 {
@@ -177,15 +211,15 @@ func (s *Service) decodeGrant(data []byte) (*fsm.Grant, *schema.Error) {
 		if md[0] != '{' {
 			return nil, invalid("metadata must be a JSON object, not %s", jsonKind(md))
 		}
-		if len(md) > s.cfg.MaxMetadataBytes {
-			return nil, tooLarge("metadata", len(md), s.cfg.MaxMetadataBytes)
+		if len(md) > d.maxMetadataBytes {
+			return nil, tooLarge("metadata", len(md), d.maxMetadataBytes)
 		}
 		g.Metadata = md
 	}
 	return g, nil
 }
 
-func (s *Service) decodeKeepAlive(data []byte) (*fsm.KeepAlive, *schema.Error) {
+func (d *decoder) keepAlive(data []byte) (*fsm.KeepAlive, *schema.Error) {
 	var req schema.LeaseKeepAliveRequest
 	if f, ok := decodeIntObject(data, "id", "ttl"); ok {
 		req.ID = f.val[0]
@@ -200,7 +234,7 @@ func (s *Service) decodeKeepAlive(data []byte) (*fsm.KeepAlive, *schema.Error) {
 	}
 	k := &fsm.KeepAlive{ID: req.ID}
 	if req.TTL != nil {
-		if e := s.checkTTL("ttl", *req.TTL); e != nil {
+		if e := d.checkTTL("ttl", *req.TTL); e != nil {
 			return nil, e
 		}
 		k.TTL = *req.TTL
@@ -208,19 +242,16 @@ func (s *Service) decodeKeepAlive(data []byte) (*fsm.KeepAlive, *schema.Error) {
 	return k, nil
 }
 
-// maxKeepAliveMany bounds the leases one keepalive_many renews.
-const maxKeepAliveMany = 10_000
-
-func decodeKeepAliveMany(data []byte) (*fsm.KeepAliveMany, *schema.Error) {
+func (d *decoder) keepAliveMany(data []byte) (*fsm.KeepAliveMany, *schema.Error) {
 	var req schema.LeaseKeepAliveManyRequest
 	if e := decodeStrict(data, &req); e != nil {
 		return nil, e
 	}
 	switch {
 	case len(req.IDs) == 0:
-		return nil, invalid("ids is required: a list of 1 to %d lease ids", maxKeepAliveMany)
-	case len(req.IDs) > maxKeepAliveMany:
-		return nil, invalid("ids lists %d lease ids, more than the %d one request may renew", len(req.IDs), maxKeepAliveMany)
+		return nil, invalid("ids is required: a list of 1 to %d lease ids", schema.MaxKeepAliveMany)
+	case len(req.IDs) > schema.MaxKeepAliveMany:
+		return nil, invalid("ids lists %d lease ids, more than the %d one request may renew", len(req.IDs), schema.MaxKeepAliveMany)
 	}
 	for i, id := range req.IDs {
 		if e := checkLeaseIDRange(fmt.Sprintf("ids[%d]", i), id); e != nil {
@@ -230,18 +261,12 @@ func decodeKeepAliveMany(data []byte) (*fsm.KeepAliveMany, *schema.Error) {
 	return &fsm.KeepAliveMany{IDs: req.IDs}, nil
 }
 
-// Change-log reads return 100 events by default and 1000 at most.
-const (
-	defaultChangesLimit = 100
-	maxChangesLimit     = 1000
-)
-
-func (s *Service) decodeChanges(data []byte) (fsm.ChangesQuery, *schema.Error) {
+func (d *decoder) changes(data []byte) (fsm.ChangesQuery, *schema.Error) {
 	var req schema.KVChangesRequest
 	if e := decodeStrict(data, &req); e != nil {
 		return fsm.ChangesQuery{}, e
 	}
-	key, isPrefix, e := s.keyOrPrefix("", req.Key, req.Prefix)
+	key, isPrefix, e := d.keyOrPrefix("", req.Key, req.Prefix)
 	if e != nil {
 		return fsm.ChangesQuery{}, e
 	}
@@ -257,14 +282,14 @@ func (s *Service) decodeChanges(data []byte) (fsm.ChangesQuery, *schema.Error) {
 	}
 	switch {
 	case q.Limit == 0:
-		q.Limit = defaultChangesLimit
-	case q.Limit < 0 || q.Limit > maxChangesLimit:
-		return fsm.ChangesQuery{}, invalid("limit must be from 1 to %d, not %d", maxChangesLimit, q.Limit)
+		q.Limit = schema.DefaultChangesLimit
+	case q.Limit < 0 || q.Limit > schema.MaxChangesLimit:
+		return fsm.ChangesQuery{}, invalid("limit must be from 1 to %d, not %d", schema.MaxChangesLimit, q.Limit)
 	}
 	return q, nil
 }
 
-func decodeRevoke(data []byte) (*fsm.Revoke, *schema.Error) {
+func (d *decoder) revoke(data []byte) (*fsm.Revoke, *schema.Error) {
 	var req schema.LeaseRevokeRequest
 	if e := decodeStrict(data, &req); e != nil {
 		return nil, e
@@ -275,7 +300,7 @@ func decodeRevoke(data []byte) (*fsm.Revoke, *schema.Error) {
 	return &fsm.Revoke{ID: req.ID}, nil
 }
 
-func decodeInfo(data []byte) (*schema.LeaseInfoRequest, *schema.Error) {
+func (d *decoder) info(data []byte) (*schema.LeaseInfoRequest, *schema.Error) {
 	var req schema.LeaseInfoRequest
 	if e := decodeStrict(data, &req); e != nil {
 		return nil, e
@@ -286,7 +311,7 @@ func decodeInfo(data []byte) (*schema.LeaseInfoRequest, *schema.Error) {
 	return &req, nil
 }
 
-func decodeList(data []byte) (*schema.LeaseListRequest, *schema.Error) {
+func (d *decoder) list(data []byte) (*schema.LeaseListRequest, *schema.Error) {
 	var req schema.LeaseListRequest
 	if e := decodeStrict(data, &req); e != nil {
 		return nil, e
@@ -294,7 +319,7 @@ func decodeList(data []byte) (*schema.LeaseListRequest, *schema.Error) {
 	if req.After < 0 {
 		return nil, invalid("after must be a lease id, 0 or more, not %d", req.After)
 	}
-	limit, e := checkLimit("", req.Limit, maxListLimit)
+	limit, e := checkLimit("", req.Limit, schema.MaxListLimit)
 	if e != nil {
 		return nil, e
 	}
@@ -306,46 +331,46 @@ func decodeList(data []byte) (*schema.LeaseListRequest, *schema.Error) {
 func checkLimit(at string, limit, max int) (int, *schema.Error) {
 	switch {
 	case limit == 0:
-		return min(defaultListLimit, max), nil
+		return min(schema.DefaultListLimit, max), nil
 	case limit < 0 || limit > max:
 		return 0, invalid("%slimit must be from 1 to %d, not %d", at, max, limit)
 	}
 	return limit, nil
 }
 
-func (s *Service) decodePut(data []byte) (*fsm.Put, string, *schema.Error) {
+func (d *decoder) put(data []byte) (*fsm.Put, string, *schema.Error) {
 	var req schema.KVPutRequest
 	if e := decodeStrict(data, &req); e != nil {
 		return nil, "", e
 	}
-	p, e := s.buildPut("", req.Key, req.Value, req.Lease, req.TTL, req.PrevKV)
+	p, e := d.buildPut("", req.Key, req.Value, req.Lease, req.TTL, req.PrevKV)
 	return p, req.IdempotencyKey, e
 }
 
 // buildPut checks a put's fields; at prefixes the field names in error
 // descriptions (inside a transaction it says which operation).
-func (s *Service) buildPut(at, key string, value json.RawMessage, lease, ttl *int64, prevKV bool) (*fsm.Put, *schema.Error) {
-	if e := s.checkKey(at+"key", key); e != nil {
+func (d *decoder) buildPut(at, key string, value json.RawMessage, lease, ttl *int64, prevKV bool) (*fsm.Put, *schema.Error) {
+	if e := d.checkKey(at+"key", key); e != nil {
 		return nil, e
 	}
 	if len(value) == 0 {
 		return nil, invalid("%svalue is required: any JSON value, null included", at)
 	}
 	p := &fsm.Put{Key: key, Value: compactJSON(value), PrevKV: prevKV}
-	if len(p.Value) > s.cfg.MaxValueBytes {
-		return nil, tooLarge(at+"value", len(p.Value), s.cfg.MaxValueBytes)
+	if len(p.Value) > d.maxValueBytes {
+		return nil, tooLarge(at+"value", len(p.Value), d.maxValueBytes)
 	}
 	if lease != nil && ttl != nil {
 		return nil, invalid("%slease and %sttl cannot both be given: give one or the other", at, at)
 	}
 	if lease != nil && *lease != 0 {
-		if *lease < 0 || *lease > maxLeaseID {
-			return nil, invalid("%slease must be a lease id from 1 to %d (or 0 for none), not %d", at, int64(maxLeaseID), *lease)
+		if *lease < 0 || *lease > schema.MaxLeaseID {
+			return nil, invalid("%slease must be a lease id from 1 to %d (or 0 for none), not %d", at, int64(schema.MaxLeaseID), *lease)
 		}
 		p.Lease = *lease
 	}
 	if ttl != nil {
-		if e := s.checkTTL(at+"ttl", *ttl); e != nil {
+		if e := d.checkTTL(at+"ttl", *ttl); e != nil {
 			return nil, e
 		}
 		p.TTL = *ttl
@@ -354,14 +379,14 @@ func (s *Service) buildPut(at, key string, value json.RawMessage, lease, ttl *in
 }
 
 // keyOrPrefix checks that exactly one of key and prefix is given.
-func (s *Service) keyOrPrefix(at string, key, prefix *string) (string, bool, *schema.Error) {
+func (d *decoder) keyOrPrefix(at string, key, prefix *string) (string, bool, *schema.Error) {
 	switch {
 	case key != nil && prefix != nil:
 		return "", false, invalid("%skey and %sprefix cannot both be given: give one of them", at, at)
 	case key != nil:
-		return *key, false, s.checkKey(at+"key", *key)
+		return *key, false, d.checkKey(at+"key", *key)
 	case prefix != nil:
-		if err := subjects.ValidatePrefix(*prefix, s.cfg.MaxKeyBytes); err != nil {
+		if err := subjects.ValidatePrefix(*prefix, d.maxKeyBytes); err != nil {
 			return "", false, keyInvalid(at+"prefix", err)
 		}
 		return *prefix, true, nil
@@ -369,17 +394,17 @@ func (s *Service) keyOrPrefix(at string, key, prefix *string) (string, bool, *sc
 	return "", false, invalid("%skey or %sprefix is required (prefix \"\" means every key)", at, at)
 }
 
-func (s *Service) decodeGet(data []byte) (fsm.GetQuery, bool, *schema.Error) {
+func (d *decoder) get(data []byte) (fsm.GetQuery, bool, *schema.Error) {
 	var req schema.KVGetRequest
 	if e := decodeStrict(data, &req); e != nil {
 		return fsm.GetQuery{}, false, e
 	}
-	q, e := s.buildGet("", req.Key, req.Prefix, req.Limit, req.After, req.KeysOnly, req.CountOnly, maxListLimit)
+	q, e := d.buildGet("", req.Key, req.Prefix, req.Limit, req.After, req.KeysOnly, req.CountOnly, schema.MaxListLimit)
 	return q, req.Serializable, e
 }
 
-func (s *Service) buildGet(at string, key, prefix *string, limit int, after string, keysOnly, countOnly bool, maxLimit int) (fsm.GetQuery, *schema.Error) {
-	k, isPrefix, e := s.keyOrPrefix(at, key, prefix)
+func (d *decoder) buildGet(at string, key, prefix *string, limit int, after string, keysOnly, countOnly bool, maxLimit int) (fsm.GetQuery, *schema.Error) {
+	k, isPrefix, e := d.keyOrPrefix(at, key, prefix)
 	if e != nil {
 		return fsm.GetQuery{}, e
 	}
@@ -393,12 +418,12 @@ func (s *Service) buildGet(at string, key, prefix *string, limit int, after stri
 	return fsm.GetQuery{Key: k, IsPrefix: isPrefix, After: after, Limit: limit, KeysOnly: keysOnly, CountOnly: countOnly}, nil
 }
 
-func (s *Service) decodeDelete(data []byte) (*fsm.Delete, string, *schema.Error) {
+func (d *decoder) delete(data []byte) (*fsm.Delete, string, *schema.Error) {
 	var req schema.KVDeleteRequest
 	if e := decodeStrict(data, &req); e != nil {
 		return nil, "", e
 	}
-	key, isPrefix, e := s.keyOrPrefix("", req.Key, req.Prefix)
+	key, isPrefix, e := d.keyOrPrefix("", req.Key, req.Prefix)
 	if e != nil {
 		return nil, "", e
 	}

@@ -17,10 +17,20 @@ import (
 	"github.com/concord-io/concord/subjects"
 )
 
+// testDecoder is the decoder of the default configuration on a connection
+// with a 1 MiB max payload.
+func testDecoder() *decoder {
+	cfg := DefaultConfig()
+	cfg.fillDefaults()
+	d := newDecoder(&cfg, 1<<20)
+	return &d
+}
+
 // decodeTestService is a Service with the default limits, enough to run
-// the request decoders without NATS or Raft.
+// the request decoders and the backup chunk handler's checks without NATS
+// or Raft.
 func decodeTestService() *Service {
-	svc := &Service{cfg: DefaultConfig(), maxPayload: 1 << 20}
+	svc := &Service{cfg: DefaultConfig(), maxPayload: 1 << 20, dec: *testDecoder()}
 	svc.cfg.fillDefaults()
 	return svc
 }
@@ -30,27 +40,27 @@ func decodeRequest(svc *Service, ep subjects.Endpoint, body []byte) *schema.Erro
 	var e *schema.Error
 	switch ep {
 	case subjects.LeaseGrant:
-		_, e = svc.decodeGrant(body)
+		_, e = svc.dec.grant(body)
 	case subjects.LeaseKeepAlive:
-		_, e = svc.decodeKeepAlive(body)
+		_, e = svc.dec.keepAlive(body)
 	case subjects.LeaseKeepAliveMany:
-		_, e = decodeKeepAliveMany(body)
+		_, e = svc.dec.keepAliveMany(body)
 	case subjects.LeaseRevoke:
-		_, e = decodeRevoke(body)
+		_, e = svc.dec.revoke(body)
 	case subjects.LeaseInfo:
-		_, e = decodeInfo(body)
+		_, e = svc.dec.info(body)
 	case subjects.LeaseList:
-		_, e = decodeList(body)
+		_, e = svc.dec.list(body)
 	case subjects.KVPut:
-		_, _, e = svc.decodePut(body)
+		_, _, e = svc.dec.put(body)
 	case subjects.KVGet:
-		_, _, e = svc.decodeGet(body)
+		_, _, e = svc.dec.get(body)
 	case subjects.KVDelete:
-		_, _, e = svc.decodeDelete(body)
+		_, _, e = svc.dec.delete(body)
 	case subjects.KVTxn:
-		_, _, e = svc.decodeTxn(body)
+		_, _, e = svc.dec.txn(body)
 	case subjects.KVChanges:
-		_, e = svc.decodeChanges(body)
+		_, e = svc.dec.changes(body)
 	case subjects.ClusterBackupChunk:
 		// Only requests the decoding refuses: a valid one would need a
 		// backup store.
@@ -99,13 +109,36 @@ func userFacingProblem(desc string) string {
 // stay what clients test for.
 func TestDecodeErrorDescriptions(t *testing.T) {
 	svc := decodeTestService()
+	for _, tc := range decodeErrorCases() {
+		what := string(tc.ep) + " " + shorten(tc.body)
+		e := decodeRequest(svc, tc.ep, []byte(tc.body))
+		if e == nil {
+			t.Errorf("%s: accepted", what)
+			continue
+		}
+		if e.Name != tc.name {
+			t.Errorf("%s: error %s, want %s", what, e.Name, tc.name)
+		}
+		if e.Description != tc.desc {
+			t.Errorf("%s:\n got  %s\n want %s", what, e.Description, tc.desc)
+		}
+		checkUserFacing(t, what, e.Description)
+	}
+}
+
+// decodeErrorCase is a request a decoder refuses, with the error it gives.
+type decodeErrorCase struct {
+	ep   subjects.Endpoint
+	body string
+	name string
+	desc string
+}
+
+// decodeErrorCases are the requests of TestDecodeErrorDescriptions; the
+// schema agreement test judges them by the JSON Schemas too.
+func decodeErrorCases() []decodeErrorCase {
 	long := strings.Repeat("k", 1025)
-	cases := []struct {
-		ep   subjects.Endpoint
-		body string
-		name string
-		desc string
-	}{
+	return []decodeErrorCase{
 		// The body as a whole.
 		{subjects.LeaseGrant, ``, schema.ErrInvalidRequest, `the request body is empty; send a JSON object`},
 		{subjects.LeaseGrant, " \n", schema.ErrInvalidRequest, `the request body is empty; send a JSON object`},
@@ -238,21 +271,6 @@ func TestDecodeErrorDescriptions(t *testing.T) {
 		{subjects.ClusterBackupChunk, `{"id":"5d41402abc4b2a76","offset":-1}`, schema.ErrInvalidRequest, `offset must be 0 or more, not -1`},
 		{subjects.ClusterBackupChunk, `{"id":"5d41402abc4b2a76","length":-1}`, schema.ErrInvalidRequest, `length must be 0 or more, not -1`},
 	}
-	for _, tc := range cases {
-		what := string(tc.ep) + " " + shorten(tc.body)
-		e := decodeRequest(svc, tc.ep, []byte(tc.body))
-		if e == nil {
-			t.Errorf("%s: accepted", what)
-			continue
-		}
-		if e.Name != tc.name {
-			t.Errorf("%s: error %s, want %s", what, e.Name, tc.name)
-		}
-		if e.Description != tc.desc {
-			t.Errorf("%s:\n got  %s\n want %s", what, e.Description, tc.desc)
-		}
-		checkUserFacing(t, what, e.Description)
-	}
 }
 
 // A compare's value over the value size limit (which only a transaction
@@ -260,6 +278,7 @@ func TestDecodeErrorDescriptions(t *testing.T) {
 func TestDecodeCompareValueTooLarge(t *testing.T) {
 	svc := decodeTestService()
 	svc.cfg.MaxValueBytes = 8
+	svc.dec = newDecoder(&svc.cfg, svc.maxPayload)
 	e := decodeRequest(svc, subjects.KVTxn, []byte(`{"compare":[{"key":"a","target":"value","op":"==","value":"0123456789"}]}`))
 	if want := `compare[0].value is 12 bytes, more than the 8 allowed`; e == nil || e.Name != schema.ErrTooLarge || e.Description != want {
 		t.Fatalf("got %v, want too_large %q", e, want)

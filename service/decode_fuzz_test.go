@@ -28,8 +28,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	for i, s := range seeds {
 		f.Add(uint8(i), []byte(s))
 	}
-	svc := &Service{cfg: DefaultConfig(), maxPayload: 1 << 20}
-	svc.cfg.fillDefaults()
+	dec := testDecoder()
 	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
 		ep := subjects.Endpoints[int(which)%len(subjects.Endpoints)]
 		var cmd any
@@ -37,40 +36,40 @@ func FuzzDecodeRequest(f *testing.F) {
 		switch ep {
 		case subjects.LeaseGrant:
 			var g *fsm.Grant
-			if g, e = svc.decodeGrant(data); e == nil {
-				if g.TTL < 1 || g.ID < 0 || g.ID > maxLeaseID || (g.Metadata != nil && g.Metadata[0] != '{') {
+			if g, e = dec.grant(data); e == nil {
+				if g.TTL < 1 || g.ID < 0 || g.ID > schema.MaxLeaseID || (g.Metadata != nil && g.Metadata[0] != '{') {
 					t.Fatalf("grant %+v from %q", g, data)
 				}
 				cmd = g
 			}
 		case subjects.LeaseKeepAlive:
-			cmd, e = svc.decodeKeepAlive(data)
+			cmd, e = dec.keepAlive(data)
 		case subjects.LeaseKeepAliveMany:
-			cmd, e = decodeKeepAliveMany(data)
+			cmd, e = dec.keepAliveMany(data)
 		case subjects.KVChanges:
-			_, e = svc.decodeChanges(data)
+			_, e = dec.changes(data)
 		case subjects.LeaseRevoke:
-			cmd, e = decodeRevoke(data)
+			cmd, e = dec.revoke(data)
 		case subjects.LeaseInfo:
-			_, e = decodeInfo(data)
+			_, e = dec.info(data)
 		case subjects.LeaseList:
-			_, e = decodeList(data)
+			_, e = dec.list(data)
 		case subjects.KVPut:
 			var p *fsm.Put
-			if p, _, e = svc.decodePut(data); e == nil {
-				if subjects.ValidateKey(p.Key, svc.cfg.MaxKeyBytes) != nil || len(p.Value) == 0 || len(p.Value) > svc.cfg.MaxValueBytes || (p.Lease != 0 && p.TTL != 0) {
+			if p, _, e = dec.put(data); e == nil {
+				if subjects.ValidateKey(p.Key, dec.maxKeyBytes) != nil || len(p.Value) == 0 || len(p.Value) > dec.maxValueBytes || (p.Lease != 0 && p.TTL != 0) {
 					t.Fatalf("put %+v from %q", p, data)
 				}
 				cmd = p
 			}
 		case subjects.KVGet:
-			_, _, e = svc.decodeGet(data)
+			_, _, e = dec.get(data)
 		case subjects.KVDelete:
-			cmd, _, e = svc.decodeDelete(data)
+			cmd, _, e = dec.delete(data)
 		case subjects.KVTxn:
 			var txn *fsm.Txn
-			if txn, _, e = svc.decodeTxn(data); e == nil {
-				if len(txn.Compare) > svc.cfg.MaxTxnCompares || len(txn.Success) > svc.cfg.MaxTxnOps || len(txn.Failure) > svc.cfg.MaxTxnOps {
+			if txn, _, e = dec.txn(data); e == nil {
+				if len(txn.Compare) > dec.maxTxnCompares || len(txn.Success) > dec.maxTxnOps || len(txn.Failure) > dec.maxTxnOps {
 					t.Fatalf("txn over its limits from %q", data)
 				}
 				cmd = txn

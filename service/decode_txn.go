@@ -26,29 +26,25 @@ var compareOps = map[string]fsm.CompareOp{
 	"==": fsm.CmpEq, "!=": fsm.CmpNe, "<": fsm.CmpLt, "<=": fsm.CmpLe, ">": fsm.CmpGt, ">=": fsm.CmpGe,
 }
 
-// maxTxnPrefixLimit bounds a prefix get or delete inside a transaction, so
-// one log entry stays small however many keys a prefix matches.
-const maxTxnPrefixLimit = 1000
-
-// decodeTxn checks a transaction request: sizes and counts, every compare's
+// txn checks a transaction request: sizes and counts, every compare's
 // target, operator and operand type, and every operation as its standalone
 // endpoint would. Only what depends on state is left to Apply.
-func (s *Service) decodeTxn(data []byte) (*fsm.Txn, string, *schema.Error) {
-	if len(data) > s.cfg.MaxTxnBytes {
-		return nil, "", tooLarge("the transaction", len(data), s.cfg.MaxTxnBytes)
+func (d *decoder) txn(data []byte) (*fsm.Txn, string, *schema.Error) {
+	if len(data) > d.maxTxnBytes {
+		return nil, "", tooLarge("the transaction", len(data), d.maxTxnBytes)
 	}
 	var req schema.KVTxnRequest
 	if e := decodeStrict(data, &req); e != nil {
 		return nil, "", e
 	}
-	if len(req.Compare) > s.cfg.MaxTxnCompares {
-		return nil, "", invalid("compare has %d compares, more than the %d allowed", len(req.Compare), s.cfg.MaxTxnCompares)
+	if len(req.Compare) > d.maxTxnCompares {
+		return nil, "", invalid("compare has %d compares, more than the %d allowed", len(req.Compare), d.maxTxnCompares)
 	}
 	t := &fsm.Txn{Compare: make([]fsm.Compare, 0, len(req.Compare))}
 	seen := make(map[string]bool, len(req.Compare))
 	for i, c := range req.Compare {
 		at := fmt.Sprintf("compare[%d].", i)
-		fc, e := s.buildCompare(at, c)
+		fc, e := d.buildCompare(at, c)
 		if e != nil {
 			return nil, "", e
 		}
@@ -68,22 +64,22 @@ func (s *Service) decodeTxn(data []byte) (*fsm.Txn, string, *schema.Error) {
 			}
 		}
 	}
-	budget := int(s.maxPayload) - replyHeadroom
+	budget := d.replyBytes
 	if gets > 0 {
 		budget /= gets
 	}
 	var e *schema.Error
-	if t.Success, e = s.buildBranch("success", req.Success, budget); e != nil {
+	if t.Success, e = d.buildBranch("success", req.Success, budget); e != nil {
 		return nil, "", e
 	}
-	if t.Failure, e = s.buildBranch("failure", req.Failure, budget); e != nil {
+	if t.Failure, e = d.buildBranch("failure", req.Failure, budget); e != nil {
 		return nil, "", e
 	}
 	return t, req.IdempotencyKey, nil
 }
 
-func (s *Service) buildCompare(at string, c schema.TxnCompare) (fsm.Compare, *schema.Error) {
-	if e := s.checkKey(at+"key", c.Key); e != nil {
+func (d *decoder) buildCompare(at string, c schema.TxnCompare) (fsm.Compare, *schema.Error) {
+	if e := d.checkKey(at+"key", c.Key); e != nil {
 		return fsm.Compare{}, e
 	}
 	target, ok := compareTargets[c.Target]
@@ -107,8 +103,8 @@ func (s *Service) buildCompare(at string, c schema.TxnCompare) (fsm.Compare, *sc
 	switch target {
 	case fsm.TargetValue, fsm.TargetField:
 		fc.Value = compactJSON(c.Value)
-		if len(fc.Value) > s.cfg.MaxValueBytes {
-			return fsm.Compare{}, tooLarge(at+"value", len(fc.Value), s.cfg.MaxValueBytes)
+		if len(fc.Value) > d.maxValueBytes {
+			return fsm.Compare{}, tooLarge(at+"value", len(fc.Value), d.maxValueBytes)
 		}
 		if target == fsm.TargetField {
 			if c.Path == nil {
@@ -132,8 +128,8 @@ func (s *Service) buildCompare(at string, c schema.TxnCompare) (fsm.Compare, *sc
 		if !ok {
 			return fsm.Compare{}, invalid("%svalue must be a whole number in %s compare, not %s", at, article(c.Target), shorten(string(bytes.TrimSpace(c.Value))))
 		}
-		if target == fsm.TargetLease && (n < 0 || n > maxLeaseID) {
-			return fsm.Compare{}, invalid("%svalue must be a lease id from 1 to %d (or 0 for none), not %d", at, int64(maxLeaseID), n)
+		if target == fsm.TargetLease && (n < 0 || n > schema.MaxLeaseID) {
+			return fsm.Compare{}, invalid("%svalue must be a lease id from 1 to %d (or 0 for none), not %d", at, int64(schema.MaxLeaseID), n)
 		}
 		fc.Int = n
 	}
@@ -160,9 +156,9 @@ func jsonInt(raw json.RawMessage) (int64, bool) {
 	return int64(f), true
 }
 
-func (s *Service) buildBranch(name string, ops []schema.TxnOp, getBudget int) ([]fsm.TxnOp, *schema.Error) {
-	if len(ops) > s.cfg.MaxTxnOps {
-		return nil, invalid("%s has %d operations, more than the %d allowed", name, len(ops), s.cfg.MaxTxnOps)
+func (d *decoder) buildBranch(name string, ops []schema.TxnOp, getBudget int) ([]fsm.TxnOp, *schema.Error) {
+	if len(ops) > d.maxTxnOps {
+		return nil, invalid("%s has %d operations, more than the %d allowed", name, len(ops), d.maxTxnOps)
 	}
 	out := make([]fsm.TxnOp, 0, len(ops))
 	for i, op := range ops {
@@ -179,30 +175,30 @@ func (s *Service) buildBranch(name string, ops []schema.TxnOp, getBudget int) ([
 		switch {
 		case op.Put != nil:
 			p := op.Put
-			fp, e := s.buildPut(at+"put.", p.Key, p.Value, p.Lease, p.TTL, p.PrevKV)
+			fp, e := d.buildPut(at+"put.", p.Key, p.Value, p.Lease, p.TTL, p.PrevKV)
 			if e != nil {
 				return nil, e
 			}
 			out = append(out, fsm.TxnOp{Put: fp})
 		case op.Get != nil:
 			g := op.Get
-			q, e := s.buildGet(at+"get.", g.Key, g.Prefix, g.Limit, g.After, g.KeysOnly, g.CountOnly, maxTxnPrefixLimit)
+			q, e := d.buildGet(at+"get.", g.Key, g.Prefix, g.Limit, g.After, g.KeysOnly, g.CountOnly, schema.MaxTxnPrefixLimit)
 			if e != nil {
 				return nil, e
 			}
 			q.MaxBytes = getBudget
 			out = append(out, fsm.TxnOp{Get: &q})
 		case op.Delete != nil:
-			d := op.Delete
-			key, isPrefix, e := s.keyOrPrefix(at+"delete.", d.Key, d.Prefix)
+			del := op.Delete
+			key, isPrefix, e := d.keyOrPrefix(at+"delete.", del.Key, del.Prefix)
 			if e != nil {
 				return nil, e
 			}
-			limit, e := checkLimit(at+"delete.", d.Limit, maxTxnPrefixLimit)
+			limit, e := checkLimit(at+"delete.", del.Limit, schema.MaxTxnPrefixLimit)
 			if e != nil {
 				return nil, e
 			}
-			out = append(out, fsm.TxnOp{Delete: &fsm.Delete{Key: key, IsPrefix: isPrefix, PrevKV: d.PrevKV, Limit: int64(limit)}})
+			out = append(out, fsm.TxnOp{Delete: &fsm.Delete{Key: key, IsPrefix: isPrefix, PrevKV: del.PrevKV, Limit: int64(limit)}})
 		}
 	}
 	return out, nil

@@ -213,7 +213,7 @@ func raftError(err error) *schema.Error {
 }
 
 func (s *Service) handleGrant(_ context.Context, m *nats.Msg) (any, *schema.Error) {
-	cmd, e := s.decodeGrant(m.Data)
+	cmd, e := s.dec.grant(m.Data)
 	if e != nil {
 		return nil, e
 	}
@@ -221,7 +221,7 @@ func (s *Service) handleGrant(_ context.Context, m *nats.Msg) (any, *schema.Erro
 }
 
 func (s *Service) handleKeepAlive(_ context.Context, m *nats.Msg) (any, *schema.Error) {
-	cmd, e := s.decodeKeepAlive(m.Data)
+	cmd, e := s.dec.keepAlive(m.Data)
 	if e != nil {
 		return nil, e
 	}
@@ -229,7 +229,7 @@ func (s *Service) handleKeepAlive(_ context.Context, m *nats.Msg) (any, *schema.
 }
 
 func (s *Service) handleKeepAliveMany(_ context.Context, m *nats.Msg) (any, *schema.Error) {
-	cmd, e := decodeKeepAliveMany(m.Data)
+	cmd, e := s.dec.keepAliveMany(m.Data)
 	if e != nil {
 		return nil, e
 	}
@@ -237,7 +237,7 @@ func (s *Service) handleKeepAliveMany(_ context.Context, m *nats.Msg) (any, *sch
 }
 
 func (s *Service) handleChanges(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
-	q, e := s.decodeChanges(m.Data)
+	q, e := s.dec.changes(m.Data)
 	if e != nil {
 		return nil, e
 	}
@@ -255,7 +255,7 @@ func (s *Service) handleChanges(ctx context.Context, m *nats.Msg) (any, *schema.
 }
 
 func (s *Service) handleRevoke(_ context.Context, m *nats.Msg) (any, *schema.Error) {
-	cmd, e := decodeRevoke(m.Data)
+	cmd, e := s.dec.revoke(m.Data)
 	if e != nil {
 		return nil, e
 	}
@@ -263,7 +263,7 @@ func (s *Service) handleRevoke(_ context.Context, m *nats.Msg) (any, *schema.Err
 }
 
 func (s *Service) handlePut(_ context.Context, m *nats.Msg) (any, *schema.Error) {
-	cmd, key, e := s.decodePut(m.Data)
+	cmd, key, e := s.dec.put(m.Data)
 	if e != nil {
 		return nil, e
 	}
@@ -271,7 +271,7 @@ func (s *Service) handlePut(_ context.Context, m *nats.Msg) (any, *schema.Error)
 }
 
 func (s *Service) handleDelete(_ context.Context, m *nats.Msg) (any, *schema.Error) {
-	cmd, key, e := s.decodeDelete(m.Data)
+	cmd, key, e := s.dec.delete(m.Data)
 	if e != nil {
 		return nil, e
 	}
@@ -279,7 +279,7 @@ func (s *Service) handleDelete(_ context.Context, m *nats.Msg) (any, *schema.Err
 }
 
 func (s *Service) handleTxn(_ context.Context, m *nats.Msg) (any, *schema.Error) {
-	cmd, key, e := s.decodeTxn(m.Data)
+	cmd, key, e := s.dec.txn(m.Data)
 	if e != nil {
 		return nil, e
 	}
@@ -301,9 +301,6 @@ func (s *Service) proposeReply(m *nats.Msg, cmd any, bodyKey string) (any, *sche
 	return res.Reply, nil
 }
 
-// maxIdempotencyKey bounds a key: the cache holds up to 100,000 of them.
-const maxIdempotencyKey = 256
-
 func idempotencyKey(m *nats.Msg, bodyKey string) (string, *schema.Error) {
 	key, field := bodyKey, "idempotency_key"
 	if h := m.Header.Get(schema.HeaderIdempotencyKey); h != "" {
@@ -312,8 +309,8 @@ func idempotencyKey(m *nats.Msg, bodyKey string) (string, *schema.Error) {
 		}
 		key, field = h, "the "+schema.HeaderIdempotencyKey+" header"
 	}
-	if len(key) > maxIdempotencyKey {
-		return "", invalid("%s is %d bytes long, more than the %d allowed", field, len(key), maxIdempotencyKey)
+	if len(key) > schema.MaxIdempotencyKeyBytes {
+		return "", invalid("%s is %d bytes long, more than the %d allowed", field, len(key), schema.MaxIdempotencyKeyBytes)
 	}
 	for i := 0; i < len(key); i++ {
 		if key[i] < 0x20 || key[i] > 0x7e {
@@ -341,7 +338,7 @@ func (s *Service) readNow(ctx context.Context, serializable bool) (int64, *schem
 }
 
 func (s *Service) handleInfo(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
-	req, e := decodeInfo(m.Data)
+	req, e := s.dec.info(m.Data)
 	if e != nil {
 		return nil, e
 	}
@@ -359,7 +356,7 @@ func (s *Service) handleInfo(ctx context.Context, m *nats.Msg) (any, *schema.Err
 }
 
 func (s *Service) handleList(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
-	req, e := decodeList(m.Data)
+	req, e := s.dec.list(m.Data)
 	if e != nil {
 		return nil, e
 	}
@@ -374,12 +371,8 @@ func (s *Service) handleList(ctx context.Context, m *nats.Msg) (any, *schema.Err
 	return reply, nil
 }
 
-// replyHeadroom is kept free below the connection's max payload for the
-// reply's envelope and headers.
-const replyHeadroom = 16 << 10
-
 func (s *Service) handleGet(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
-	q, serializable, e := s.decodeGet(m.Data)
+	q, serializable, e := s.dec.get(m.Data)
 	if e != nil {
 		return nil, e
 	}

@@ -32,6 +32,9 @@ type Service struct {
 	nc     *nats.Conn
 	// maxPayload is the connection's max payload, which bounds replies.
 	maxPayload int64
+	// dec decodes requests under the configured limits; it is set with
+	// maxPayload, before any request is served.
+	dec decoder
 
 	store  *logstore.Store
 	snaps  raft.SnapshotStore
@@ -162,6 +165,7 @@ func (s *Service) start() error {
 	}
 	s.nc = nc
 	s.maxPayload = nc.MaxPayload()
+	s.dec = newDecoder(&s.cfg, s.maxPayload)
 	if need := int64(s.cfg.MaxValueBytes + payloadHeadroom); nc.MaxPayload() < need {
 		s.log.Warn("the NATS max_payload is below the largest value plus its envelope; large puts will be refused by NATS",
 			"max_payload", nc.MaxPayload(), "max_value_bytes", s.cfg.MaxValueBytes)

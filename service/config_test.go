@@ -1,0 +1,102 @@
+package service
+
+import (
+	"log/slog"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/concord-io/concord/fsm"
+	"github.com/concord-io/concord/schema"
+)
+
+// A zero Config becomes DefaultConfig, with the default logger.
+func TestFillDefaultsOfZeroConfigIsDefaultConfig(t *testing.T) {
+	var got Config
+	got.fillDefaults()
+	want := DefaultConfig()
+	want.Logger = slog.Default()
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("fillDefaults of a zero Config:\n got  %+v\n want %+v", got, want)
+	}
+}
+
+// A field that is set keeps its value; only the zero ones are filled.
+func TestFillDefaultsKeepsSetFields(t *testing.T) {
+	logger := slog.New(slog.DiscardHandler)
+	cfg := Config{
+		NodeID:        "n7",
+		TickInterval:  250 * time.Millisecond,
+		MaxInflight:   3,
+		MinTTL:        9,
+		MaxTxnBytes:   77,
+		ChangesMaxAge: time.Minute,
+		NATSRoutes:    []string{"nats://127.0.0.1:6222"},
+		Bootstrap:     true,
+		Logger:        logger,
+	}
+	cfg.fillDefaults()
+	d := DefaultConfig()
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"NodeID", cfg.NodeID, "n7"},
+		{"TickInterval", cfg.TickInterval, 250 * time.Millisecond},
+		{"MaxInflight", cfg.MaxInflight, 3},
+		{"MinTTL", cfg.MinTTL, int64(9)},
+		{"MaxTxnBytes", cfg.MaxTxnBytes, 77},
+		{"ChangesMaxAge", cfg.ChangesMaxAge, time.Minute},
+		{"NATSRoutes", cfg.NATSRoutes, []string{"nats://127.0.0.1:6222"}},
+		{"Bootstrap", cfg.Bootstrap, true},
+		{"Logger", cfg.Logger, logger},
+		{"DataDir", cfg.DataDir, d.DataDir},
+		{"MaxValueBytes", cfg.MaxValueBytes, d.MaxValueBytes},
+		{"ChangesMax", cfg.ChangesMax, d.ChangesMax},
+		{"NATSListen", cfg.NATSListen, d.NATSListen},
+		{"Join", cfg.Join, false},
+	}
+	for _, c := range checks {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}
+
+// With a NATS configuration file, an empty listen address means the
+// file's; without one it is the default.
+func TestFillDefaultsNATSListen(t *testing.T) {
+	d := DefaultConfig()
+	cases := []struct {
+		file, listen, want string
+	}{
+		{"", "", d.NATSListen},
+		{"", "127.0.0.1:4333", "127.0.0.1:4333"},
+		{"nats.conf", "", ""},
+		{"nats.conf", "127.0.0.1:4333", "127.0.0.1:4333"},
+	}
+	for _, c := range cases {
+		cfg := Config{NATSConfigFile: c.file, NATSListen: c.listen}
+		cfg.fillDefaults()
+		if cfg.NATSListen != c.want {
+			t.Errorf("file %q, listen %q: NATSListen %q, want %q", c.file, c.listen, cfg.NATSListen, c.want)
+		}
+	}
+}
+
+// The replicated limits' defaults are the same numbers in the
+// configuration and in a new state machine.
+func TestDefaultConfigMatchesFSMDefaultLimits(t *testing.T) {
+	d := DefaultConfig()
+	got := fsm.Limits{
+		MaxLeases: d.MaxLeases, MaxKeysPerLease: d.MaxKeysPerLease,
+		IdempotencyEntries: d.IdempotencyEntries, IdempotencyRevisions: d.IdempotencyRevisions,
+		ChangesMax: d.ChangesMax, ChangesMaxAgeMS: d.ChangesMaxAge.Milliseconds(),
+	}
+	if got != fsm.DefaultLimits {
+		t.Errorf("DefaultConfig's limits %+v, fsm.DefaultLimits %+v", got, fsm.DefaultLimits)
+	}
+	if d.MinTTL != schema.DefaultMinTTL || d.MaxTxnCompares != schema.DefaultMaxTxnCompares || d.MaxTxnOps != schema.DefaultMaxTxnOps {
+		t.Errorf("DefaultConfig's request limits differ from schema's defaults: %+v", d)
+	}
+}
