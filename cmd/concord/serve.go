@@ -92,7 +92,7 @@ func runServe(args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if cfg.NATSConfigFile != "" && !flagGiven(fs, "nats-listen") {
+	if cfg.NATSConfigFile != "" && !isSet(fs, "nats-listen") {
 		cfg.NATSListen = "" // the file's address, or the default if it sets none
 	}
 	if *routes != "" {
@@ -159,12 +159,4 @@ func servePprof(addr string, log *slog.Logger) error {
 		}
 	}()
 	return nil
-}
-
-// flagGiven reports whether the command line set the named flag, as
-// opposed to leaving its default.
-func flagGiven(fs *flag.FlagSet, name string) bool {
-	given := false
-	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
-	return given
 }
