@@ -36,10 +36,10 @@ type Service struct {
 	// maxPayload, before any request is served.
 	dec decoder
 
-	store  *logstore.Store
-	snaps  raft.SnapshotStore
-	stream *streamLayer
-	// raftLayer is what Raft's transport runs on: stream, or TLS over it.
+	store *logstore.Store
+	snaps raft.SnapshotStore
+	// raftLayer is what Raft's transport runs on: the TCP stream layer, or
+	// TLS over it.
 	raftLayer raft.StreamLayer
 	trans     *raft.NetworkTransport
 	raft      *raft.Raft
