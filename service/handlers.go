@@ -125,7 +125,6 @@ func (s *Service) worker(j job) {
 		e = s.respond(j.m, reply, e)
 		took := time.Since(start)
 		s.reqStats.observe(j.ep, took, e)
-		s.metrics.observeRequest(string(j.ep), took, e)
 		idle.Reset(workerIdle)
 		select {
 		case j = <-s.jobs:

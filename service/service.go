@@ -71,7 +71,7 @@ type Service struct {
 	microSvc micro.Service
 	// reqStats counts requests per endpoint for the life of the process,
 	// across leadership terms.
-	reqStats requestStats
+	reqStats *requestStats
 
 	// failed receives the error that stops a running node (a refused
 	// join); the process should exit with it.
