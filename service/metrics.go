@@ -21,7 +21,7 @@ import (
 // counted where entries are applied, so every replica reports them; the
 // tick, request and lease-clock metrics come from the leader's work. The
 // request metrics are the Service's requestStats (requeststats.go), which
-// the nats micro STATS reply reads too.
+// the nats micro STATS reply reads too; Start registers it.
 type metrics struct {
 	reg *prometheus.Registry
 
@@ -81,7 +81,6 @@ func newMetrics(s *Service) *metrics {
 	m.tickBatches = f.histogram("concord_lease_tick_expire_batches", "Entries one tick proposed: expire entries of --expire-batch leases each, or one tick entry when nothing expired.", []float64{0, 1, 2, 5, 10, 20, 50, 100})
 	m.clockExtension = f.histogram("concord_lease_clock_extension_seconds", "At each leadership gain, how long the lease clock stood still as seen by the new leader: every lease gained this much time.", lagBuckets)
 
-	m.reg.MustRegister(s.reqStats)
 	m.watchEvents = f.counter("concord_watch_events_published_total", "Watch events this node published (the leader publishes them).")
 
 	m.clusterConflict = f.gauge("concord_cluster_conflict", "1 while this node sees another Concord cluster serving the same subject prefix on the NATS bus; the cluster then serves no requests.")

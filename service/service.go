@@ -58,8 +58,8 @@ type Service struct {
 	pub      *publisher
 	reads    *readBarrier
 	notifyCh chan bool
-	workers  chan struct{} // one token per running worker
-	jobs     chan job      // requests for idle workers
+	// pool runs the request handlers (dispatch.go).
+	pool *workerPool[job]
 
 	// backupStore holds the backups this node took as leader (backup.go).
 	backupOnce  sync.Once
@@ -120,8 +120,6 @@ func Start(cfg Config) (*Service, error) {
 		notifyCh: make(chan bool, 16),
 		failed:   make(chan error, 1),
 		fenceCh:  make(chan struct{}, 1),
-		workers:  make(chan struct{}, cfg.MaxInflight),
-		jobs:     make(chan job),
 		reqStats: newRequestStats(subjects.Endpoints),
 	}
 	s.reads = &readBarrier{s: s}
@@ -129,7 +127,10 @@ func Start(cfg Config) (*Service, error) {
 	s.formats = newFormatGate(s.proposer.batching.Store)
 	s.started = time.Now()
 	s.metrics = newMetrics(s)
+	// The request metrics are the counters micro's STATS reads.
+	s.metrics.reg.MustRegister(s.reqStats)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.pool = newWorkerPool(cfg.MaxInflight, workerIdle, s.ctx.Done(), s.handle)
 	if err := s.start(); err != nil {
 		s.Close()
 		return nil, err
