@@ -109,7 +109,7 @@ func (s *Service) serve(m *nats.Msg, h handlerFunc) (reply any, e *schema.Error)
 		}
 	}()
 	// Writes are bounded by raft.Apply's own timeout, so only reads make a
-	// deadline of their own (readNow): a timer per request showed in the
+	// deadline of their own (readBarrier.now): a timer per request showed in the
 	// keep-alive profile.
 	return h(s.ctx, m)
 }

@@ -12,7 +12,7 @@ import (
 
 // handlers maps every request endpoint to its handler. A mutating request
 // is decoded, then proposed (proposes); a read is decoded, then answered
-// from the state once the read barrier allows (readNow).
+// from the state once the read barrier allows (readbarrier.go).
 func (s *Service) handlers() map[subjects.Endpoint]handlerFunc {
 	return map[subjects.Endpoint]handlerFunc{
 		subjects.LeaseGrant:         proposes(s, noBodyKey(s.dec.grant)),
@@ -73,7 +73,7 @@ func (s *Service) handleChanges(ctx context.Context, m *nats.Msg) (any, *schema.
 	if e != nil {
 		return nil, e
 	}
-	if _, e := s.readNow(ctx, false); e != nil {
+	if _, e := s.reads.now(ctx, false); e != nil {
 		return nil, e
 	}
 	q.MaxBytes = int(s.maxPayload) - replyHeadroom
@@ -87,29 +87,12 @@ func (s *Service) handleChanges(ctx context.Context, m *nats.Msg) (any, *schema.
 }
 
 
-// readNow confirms the read may be served and returns the time at which
-// remaining lease time is measured.
-func (s *Service) readNow(ctx context.Context, serializable bool) (int64, *schema.Error) {
-	if !serializable {
-		ctx, cancel := context.WithTimeout(ctx, s.cfg.ApplyTimeout)
-		defer cancel()
-		if e := s.reads.wait(ctx); e != nil {
-			return 0, e
-		}
-	}
-	now, ok := s.clock.now()
-	if !ok {
-		return 0, schema.Errorf(schema.ErrNotLeader, "this node is not the leader")
-	}
-	return now, nil
-}
-
 func (s *Service) handleInfo(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
 	req, e := s.dec.info(m.Data)
 	if e != nil {
 		return nil, e
 	}
-	now, e := s.readNow(ctx, false)
+	now, e := s.reads.now(ctx, false)
 	if e != nil {
 		return nil, e
 	}
@@ -127,7 +110,7 @@ func (s *Service) handleList(ctx context.Context, m *nats.Msg) (any, *schema.Err
 	if e != nil {
 		return nil, e
 	}
-	now, e := s.readNow(ctx, false)
+	now, e := s.reads.now(ctx, false)
 	if e != nil {
 		return nil, e
 	}
@@ -143,7 +126,7 @@ func (s *Service) handleGet(ctx context.Context, m *nats.Msg) (any, *schema.Erro
 	if e != nil {
 		return nil, e
 	}
-	now, e := s.readNow(ctx, serializable)
+	now, e := s.reads.now(ctx, serializable)
 	if e != nil {
 		return nil, e
 	}

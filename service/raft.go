@@ -136,6 +136,7 @@ func (s *Service) startRaft() error {
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}
+	s.reads = newReadBarrier(r, appliedWaiter{applied: &s.sm.applied, log: store}, &s.clock, s.cfg.ApplyTimeout)
 	s.raft = r
 	s.raftStarted.Store(true)
 	if legacy {

@@ -54,8 +54,10 @@ type Service struct {
 	httpAddr string
 	started  time.Time
 
-	clock    leaseClock
-	pub      *publisher
+	clock leaseClock
+	pub   *publisher
+	// reads confirms linearizable reads (readbarrier.go); it is made with
+	// Raft, and is set before s.raft.
 	reads    *readBarrier
 	notifyCh chan bool
 	// pool runs the request handlers (dispatch.go).
@@ -122,7 +124,6 @@ func Start(cfg Config) (*Service, error) {
 		fenceCh:  make(chan struct{}, 1),
 		reqStats: newRequestStats(subjects.Endpoints),
 	}
-	s.reads = &readBarrier{s: s}
 	s.proposer = newProposer(s.applyEntry, false)
 	s.formats = newFormatGate(s.proposer.batching.Store)
 	s.started = time.Now()
