@@ -46,51 +46,50 @@ func (s *Service) checkRestart(ours string) error {
 // retries until it is a member. A node of another cluster is refused, and
 // the service fails.
 func (s *Service) runJoin(ctx context.Context) {
-	backoff := 200 * time.Millisecond
-	for ctx.Err() == nil {
-		clusterID, err := datadir.ReadClusterID(s.cfg.DataDir)
-		if err != nil {
-			s.fail(err)
-			return
-		}
-		// A member that has no cluster id yet (the join's reply was lost
-		// before it was recorded) still asks: the reply carries the id.
-		if s.isMember() && clusterID != "" {
-			return
-		}
-		req, _ := json.Marshal(schema.ClusterJoinRequest{ID: s.cfg.NodeID, Address: string(s.trans.LocalAddr()), ClusterID: clusterID})
-		msg, err := s.nc.Request(s.names.Request(subjects.ClusterJoin), req, 5*time.Second)
-		if err == nil {
-			var reply schema.ClusterJoinReply
-			if e := replyError(msg); e != nil {
-				if e.Name == schema.ErrClusterMismatch {
-					s.fail(fmt.Errorf("%w: %s", ErrForeignCluster, e.Description))
-					return
-				}
-				if !e.Retryable() {
-					s.fail(fmt.Errorf("join refused: %w", e))
-					return
-				}
-			} else if err := json.Unmarshal(msg.Data, &reply); err == nil {
-				if clusterID == "" {
-					if err := datadir.WriteClusterID(s.cfg.DataDir, reply.ClusterID); err != nil {
-						s.fail(err)
-						return
-					}
-				}
-				s.log.Info("joined the cluster", "cluster_id", reply.ClusterID, "leader", reply.Leader)
-				return
-			}
-		} else {
-			s.log.Debug("join: no leader answered yet; retrying", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 2*time.Second)
+	retry(ctx, 200*time.Millisecond, 2*time.Second, s.tryJoin)
+}
+
+// tryJoin asks once; it reports false when the join should be asked again.
+func (s *Service) tryJoin() (done bool) {
+	clusterID, err := datadir.ReadClusterID(s.cfg.DataDir)
+	if err != nil {
+		s.fail(err)
+		return true
 	}
+	// A member that has no cluster id yet (the join's reply was lost
+	// before it was recorded) still asks: the reply carries the id.
+	if s.isMember() && clusterID != "" {
+		return true
+	}
+	req, _ := json.Marshal(schema.ClusterJoinRequest{ID: s.cfg.NodeID, Address: string(s.trans.LocalAddr()), ClusterID: clusterID})
+	msg, err := s.nc.Request(s.names.Request(subjects.ClusterJoin), req, 5*time.Second)
+	if err != nil {
+		s.log.Debug("join: no leader answered yet; retrying", "err", err)
+		return false
+	}
+	if e := replyError(msg); e != nil {
+		if e.Name == schema.ErrClusterMismatch {
+			s.fail(fmt.Errorf("%w: %s", ErrForeignCluster, e.Description))
+			return true
+		}
+		if !e.Retryable() {
+			s.fail(fmt.Errorf("join refused: %w", e))
+			return true
+		}
+		return false
+	}
+	var reply schema.ClusterJoinReply
+	if err := json.Unmarshal(msg.Data, &reply); err != nil {
+		return false
+	}
+	if clusterID == "" {
+		if err := datadir.WriteClusterID(s.cfg.DataDir, reply.ClusterID); err != nil {
+			s.fail(err)
+			return true
+		}
+	}
+	s.log.Info("joined the cluster", "cluster_id", reply.ClusterID, "leader", reply.Leader)
+	return true
 }
 
 // isMember reports whether this node is in the latest Raft configuration.
