@@ -318,17 +318,30 @@ func (s *Service) askNodeInfo(id string, req schema.NodeInfoRequest, timeout tim
 	if err != nil {
 		return nil, fmt.Errorf("ask node %s for its node info: %w", id, err)
 	}
-	if e := replyError(msg); e != nil {
-		return nil, fmt.Errorf("ask node %s for its node info: %s: %s", id, e.Name, e.Description)
-	}
-	var info schema.NodeInfo
-	if err := json.Unmarshal(msg.Data, &info); err != nil {
+	info, err := decodeNodeInfo(msg)
+	if err != nil {
 		return nil, fmt.Errorf("ask node %s for its node info: %w", id, err)
 	}
 	if info.ID != id {
 		return nil, fmt.Errorf("ask node %s for its node info: node %q answered", id, info.ID)
 	}
 	return &info, nil
+}
+
+// decodeNodeInfo reads one node's answer on a node-info subject: its
+// report, or an error for an error reply or a body that does not decode.
+// Point questions (askNodeInfo) and the bus probes, which collect every
+// node's answer to one P.cluster.nodes request (busguard.go), read
+// answers through it.
+func decodeNodeInfo(msg *nats.Msg) (schema.NodeInfo, error) {
+	var info schema.NodeInfo
+	if e := replyError(msg); e != nil {
+		return info, fmt.Errorf("%s: %s", e.Name, e.Description)
+	}
+	if err := json.Unmarshal(msg.Data, &info); err != nil {
+		return info, err
+	}
+	return info, nil
 }
 
 // serveNodeInfo answers P.cluster.node.<id>.info and P.cluster.nodes on
