@@ -19,6 +19,11 @@ import (
 	"github.com/concord-io/concord/subjects"
 )
 
+// The cluster RPCs: a joining node's request to be added (runJoin) and
+// the leader's answer (handleJoin), remove, status and snapshot, which the
+// leader serves, and node info, which every node serves for itself. The
+// cluster id they carry is kept on disk (service/datadir).
+
 // ErrForeignCluster reports a node whose data belongs to another cluster,
 // or a bootstrap on a bus where a cluster already answers.
 var ErrForeignCluster = errors.New("foreign cluster")
@@ -342,6 +347,24 @@ func decodeNodeInfo(msg *nats.Msg) (schema.NodeInfo, error) {
 		return info, err
 	}
 	return info, nil
+}
+
+// serveNodeInfoSubjects makes this node answer for itself, leader or not,
+// on P.cluster.node.<id>.info and P.cluster.nodes. A bootstrapping node
+// starts answering before its Raft starts (busguard.go); every other node
+// once Raft runs.
+func (s *Service) serveNodeInfoSubjects() error {
+	if s.nodeInfoSubscribed {
+		return nil
+	}
+	for _, subject := range []string{s.names.NodeInfo(s.cfg.NodeID), s.names.Nodes()} {
+		if _, err := s.nc.Subscribe(subject, s.serveNodeInfo); err != nil {
+			return fmt.Errorf("subscribe %s: %w", subject, err)
+		}
+	}
+	s.nodeInfoSubscribed = true
+	// The server has the interest before anyone is told this node exists.
+	return s.nc.Flush()
 }
 
 // serveNodeInfo answers P.cluster.node.<id>.info and P.cluster.nodes on

@@ -233,24 +233,6 @@ func eventsErrorHandler(log *slog.Logger) nats.ErrHandler {
 	}
 }
 
-// serveNodeInfoSubjects makes this node answer for itself, leader or not,
-// on P.cluster.node.<id>.info and P.cluster.nodes. A bootstrapping node
-// starts answering before its Raft starts (busguard.go); every other node
-// once Raft runs.
-func (s *Service) serveNodeInfoSubjects() error {
-	if s.nodeInfoSubscribed {
-		return nil
-	}
-	for _, subject := range []string{s.names.NodeInfo(s.cfg.NodeID), s.names.Nodes()} {
-		if _, err := s.nc.Subscribe(subject, s.serveNodeInfo); err != nil {
-			return fmt.Errorf("subscribe %s: %w", subject, err)
-		}
-	}
-	s.nodeInfoSubscribed = true
-	// The server has the interest before anyone is told this node exists.
-	return s.nc.Flush()
-}
-
 func (s *Service) goRun(f func(context.Context)) {
 	s.wg.Add(1)
 	go func() {
