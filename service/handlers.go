@@ -86,7 +86,6 @@ func (s *Service) handleChanges(ctx context.Context, m *nats.Msg) (any, *schema.
 	return reply, nil
 }
 
-
 func (s *Service) handleInfo(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
 	req, e := s.dec.info(m.Data)
 	if e != nil {
