@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -149,8 +148,8 @@ func (s *Service) collectNodes(span, every time.Duration) (probeResult, error) {
 		if err != nil {
 			return r, fmt.Errorf("read answers to %s: %w", s.names.Nodes(), err)
 		}
-		var info schema.NodeInfo
-		if replyError(msg) != nil || json.Unmarshal(msg.Data, &info) != nil {
+		info, err := decodeNodeInfo(msg)
+		if err != nil {
 			continue // not a node report: says nothing about clusters
 		}
 		r.infos = append(r.infos, info)
@@ -451,8 +450,8 @@ func (w *busWatch) answer(m *nats.Msg) {
 	if ours == nil || isNoResponders(m) {
 		return
 	}
-	var info schema.NodeInfo
-	if replyError(m) != nil || json.Unmarshal(m.Data, &info) != nil {
+	info, err := decodeNodeInfo(m)
+	if err != nil {
 		return
 	}
 	// Under w.mu, like the end of a round, so that a conflict cleared at

@@ -19,6 +19,11 @@ import (
 	"github.com/concord-io/concord/subjects"
 )
 
+// The cluster RPCs: a joining node's request to be added (runJoin) and
+// the leader's answer (handleJoin), remove, status and snapshot, which the
+// leader serves, and node info, which every node serves for itself. The
+// cluster id they carry is kept on disk (service/datadir).
+
 // ErrForeignCluster reports a node whose data belongs to another cluster,
 // or a bootstrap on a bus where a cluster already answers.
 var ErrForeignCluster = errors.New("foreign cluster")
@@ -46,51 +51,50 @@ func (s *Service) checkRestart(ours string) error {
 // retries until it is a member. A node of another cluster is refused, and
 // the service fails.
 func (s *Service) runJoin(ctx context.Context) {
-	backoff := 200 * time.Millisecond
-	for ctx.Err() == nil {
-		clusterID, err := datadir.ReadClusterID(s.cfg.DataDir)
-		if err != nil {
-			s.fail(err)
-			return
-		}
-		// A member that has no cluster id yet (the join's reply was lost
-		// before it was recorded) still asks: the reply carries the id.
-		if s.isMember() && clusterID != "" {
-			return
-		}
-		req, _ := json.Marshal(schema.ClusterJoinRequest{ID: s.cfg.NodeID, Address: string(s.trans.LocalAddr()), ClusterID: clusterID})
-		msg, err := s.nc.Request(s.names.Request(subjects.ClusterJoin), req, 5*time.Second)
-		if err == nil {
-			var reply schema.ClusterJoinReply
-			if e := replyError(msg); e != nil {
-				if e.Name == schema.ErrClusterMismatch {
-					s.fail(fmt.Errorf("%w: %s", ErrForeignCluster, e.Description))
-					return
-				}
-				if !e.Retryable() {
-					s.fail(fmt.Errorf("join refused: %w", e))
-					return
-				}
-			} else if err := json.Unmarshal(msg.Data, &reply); err == nil {
-				if clusterID == "" {
-					if err := datadir.WriteClusterID(s.cfg.DataDir, reply.ClusterID); err != nil {
-						s.fail(err)
-						return
-					}
-				}
-				s.log.Info("joined the cluster", "cluster_id", reply.ClusterID, "leader", reply.Leader)
-				return
-			}
-		} else {
-			s.log.Debug("join: no leader answered yet; retrying", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 2*time.Second)
+	retry(ctx, 200*time.Millisecond, 2*time.Second, s.tryJoin)
+}
+
+// tryJoin asks once; it reports false when the join should be asked again.
+func (s *Service) tryJoin() (done bool) {
+	clusterID, err := datadir.ReadClusterID(s.cfg.DataDir)
+	if err != nil {
+		s.fail(err)
+		return true
 	}
+	// A member that has no cluster id yet (the join's reply was lost
+	// before it was recorded) still asks: the reply carries the id.
+	if s.isMember() && clusterID != "" {
+		return true
+	}
+	req, _ := json.Marshal(schema.ClusterJoinRequest{ID: s.cfg.NodeID, Address: string(s.trans.LocalAddr()), ClusterID: clusterID})
+	msg, err := s.nc.Request(s.names.Request(subjects.ClusterJoin), req, 5*time.Second)
+	if err != nil {
+		s.log.Debug("join: no leader answered yet; retrying", "err", err)
+		return false
+	}
+	if e := replyError(msg); e != nil {
+		if e.Name == schema.ErrClusterMismatch {
+			s.fail(fmt.Errorf("%w: %s", ErrForeignCluster, e.Description))
+			return true
+		}
+		if !e.Retryable() {
+			s.fail(fmt.Errorf("join refused: %w", e))
+			return true
+		}
+		return false
+	}
+	var reply schema.ClusterJoinReply
+	if err := json.Unmarshal(msg.Data, &reply); err != nil {
+		return false
+	}
+	if clusterID == "" {
+		if err := datadir.WriteClusterID(s.cfg.DataDir, reply.ClusterID); err != nil {
+			s.fail(err)
+			return true
+		}
+	}
+	s.log.Info("joined the cluster", "cluster_id", reply.ClusterID, "leader", reply.Leader)
+	return true
 }
 
 // isMember reports whether this node is in the latest Raft configuration.
@@ -319,17 +323,48 @@ func (s *Service) askNodeInfo(id string, req schema.NodeInfoRequest, timeout tim
 	if err != nil {
 		return nil, fmt.Errorf("ask node %s for its node info: %w", id, err)
 	}
-	if e := replyError(msg); e != nil {
-		return nil, fmt.Errorf("ask node %s for its node info: %s: %s", id, e.Name, e.Description)
-	}
-	var info schema.NodeInfo
-	if err := json.Unmarshal(msg.Data, &info); err != nil {
+	info, err := decodeNodeInfo(msg)
+	if err != nil {
 		return nil, fmt.Errorf("ask node %s for its node info: %w", id, err)
 	}
 	if info.ID != id {
 		return nil, fmt.Errorf("ask node %s for its node info: node %q answered", id, info.ID)
 	}
 	return &info, nil
+}
+
+// decodeNodeInfo reads one node's answer on a node-info subject: its
+// report, or an error for an error reply or a body that does not decode.
+// Point questions (askNodeInfo) and the bus probes, which collect every
+// node's answer to one P.cluster.nodes request (busguard.go), read
+// answers through it.
+func decodeNodeInfo(msg *nats.Msg) (schema.NodeInfo, error) {
+	var info schema.NodeInfo
+	if e := replyError(msg); e != nil {
+		return info, fmt.Errorf("%s: %s", e.Name, e.Description)
+	}
+	if err := json.Unmarshal(msg.Data, &info); err != nil {
+		return info, err
+	}
+	return info, nil
+}
+
+// serveNodeInfoSubjects makes this node answer for itself, leader or not,
+// on P.cluster.node.<id>.info and P.cluster.nodes. A bootstrapping node
+// starts answering before its Raft starts (busguard.go); every other node
+// once Raft runs.
+func (s *Service) serveNodeInfoSubjects() error {
+	if s.nodeInfoSubscribed {
+		return nil
+	}
+	for _, subject := range []string{s.names.NodeInfo(s.cfg.NodeID), s.names.Nodes()} {
+		if _, err := s.nc.Subscribe(subject, s.serveNodeInfo); err != nil {
+			return fmt.Errorf("subscribe %s: %w", subject, err)
+		}
+	}
+	s.nodeInfoSubscribed = true
+	// The server has the interest before anyone is told this node exists.
+	return s.nc.Flush()
 }
 
 // serveNodeInfo answers P.cluster.node.<id>.info and P.cluster.nodes on

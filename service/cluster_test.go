@@ -71,3 +71,26 @@ func TestAskNodeInfo(t *testing.T) {
 		t.Fatalf("ask itself: %+v, %v", info, err)
 	}
 }
+
+// decodeNodeInfo is how every node-info answer is read, the bus probes'
+// included: a report, or an error for an error reply or a bad body.
+func TestDecodeNodeInfo(t *testing.T) {
+	ok := &nats.Msg{Data: []byte(`{"id":"n2","cluster_id":"c1","state":"follower"}`)}
+	if info, err := decodeNodeInfo(ok); err != nil || info.ID != "n2" || info.ClusterID != "c1" {
+		t.Fatalf("a report: %+v, %v", info, err)
+	}
+	errReply := nats.NewMsg("x")
+	errReply.Header.Set(schema.HeaderErrorCode, "503")
+	errReply.Data = []byte(`{"error":{"code":503,"name":"unavailable","description":"busy"}}`)
+	for name, c := range map[string]struct {
+		m    *nats.Msg
+		want string
+	}{
+		"error reply": {errReply, "unavailable: busy"},
+		"bad body":    {&nats.Msg{Data: []byte(`{"id":`)}, "unexpected end of JSON input"},
+	} {
+		if _, err := decodeNodeInfo(c.m); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error saying %q", name, err, c.want)
+		}
+	}
+}

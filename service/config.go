@@ -111,9 +111,10 @@ type Config struct {
 	// /metrics, /healthz and /readyz.
 	MetricsListen string
 
-	// FaultFile is for tests: a JSON file {"block": [raft addresses]} that
-	// the node polls and whose peers it cuts off at the Raft transport.
-	FaultFile string
+	// TestFaultFile is for tests only (testhook_faults.go): a JSON file
+	// {"block": [raft addresses]} that the node polls and whose peers it
+	// cuts off at the Raft transport.
+	TestFaultFile string
 	// TestAllowAnyReply is for tests only: it turns off the check of reply
 	// subjects (replyguard.go), so that a test can show what the NATS
 	// permissions alone stop.

@@ -91,7 +91,7 @@ func (s *Service) Ready() error {
 	// Under load the applied index trails the commit index by an entry or
 	// two at any instant; waiting briefly for it keeps a busy node ready,
 	// while a node that is catching up stays behind and is not.
-	if e := s.waitApplied(commit, readyWait); e != nil {
+	if e := s.reads.applied.wait(commit, readyWait); e != nil {
 		return fmt.Errorf("%w: applied index %d is behind the commit index %d", ErrNotReady, s.sm.applied.get(), commit)
 	}
 	return nil

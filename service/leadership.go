@@ -78,17 +78,22 @@ func (s *Service) runLeadership(ctx context.Context) {
 func (s *Service) becomeLeader(ctx context.Context) *leaderTerm {
 	// Events of every entry applied from now on are ours to publish.
 	s.pub.enabled.Store(true)
-	for {
+	applied := false
+	retry(ctx, 100*time.Millisecond, 100*time.Millisecond, func() bool {
 		err := s.raft.Barrier(s.cfg.ApplyTimeout).Error()
 		if err == nil {
-			break
+			applied = true
+			return true
 		}
 		if s.raft.State() != raft.Leader || ctx.Err() != nil {
-			s.pub.enabled.Store(false)
-			return nil
+			return true
 		}
 		s.log.Warn("leader barrier failed; retrying", "err", err)
-		time.Sleep(100 * time.Millisecond)
+		return false
+	})
+	if !applied {
+		s.pub.enabled.Store(false)
+		return nil
 	}
 	var base int64
 	var limits fsm.Limits

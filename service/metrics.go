@@ -14,13 +14,14 @@ import (
 
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
-	"github.com/concord-io/concord/subjects"
 )
 
 // metrics holds a node's Prometheus collectors. Counters of what the state
 // machine did (grants, renewals, revokes, expirations, expiry lag) are
 // counted where entries are applied, so every replica reports them; the
-// tick, request and lease-clock metrics come from the leader's work.
+// tick, request and lease-clock metrics come from the leader's work. The
+// request metrics are the Service's requestStats (requeststats.go), which
+// the nats micro STATS reply reads too; Start registers it.
 type metrics struct {
 	reg *prometheus.Registry
 
@@ -40,12 +41,6 @@ type metrics struct {
 	tickBatches    prometheus.Histogram
 	clockExtension prometheus.Histogram
 
-	requests        *prometheus.CounterVec
-	requestErrors   *prometheus.CounterVec
-	requestDuration *prometheus.HistogramVec
-	// byEndpoint holds each known endpoint's request series, looked up
-	// once: observeRequest runs for every request.
-	byEndpoint  map[string]endpointSeries
 	watchEvents prometheus.Counter
 
 	// clusterConflict is 1 while another cluster serves the prefix on the
@@ -86,16 +81,6 @@ func newMetrics(s *Service) *metrics {
 	m.tickBatches = f.histogram("concord_lease_tick_expire_batches", "Entries one tick proposed: expire entries of --expire-batch leases each, or one tick entry when nothing expired.", []float64{0, 1, 2, 5, 10, 20, 50, 100})
 	m.clockExtension = f.histogram("concord_lease_clock_extension_seconds", "At each leadership gain, how long the lease clock stood still as seen by the new leader: every lease gained this much time.", lagBuckets)
 
-	m.requests = f.counterVec("concord_requests_total", "Requests answered, by endpoint.", "endpoint")
-	m.requestErrors = f.counterVec("concord_request_errors_total", "Error replies, by endpoint and error name.", "endpoint", "error")
-	m.requestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "concord_request_duration_seconds", Help: "Time from taking a request to sending its reply, by endpoint.",
-		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}}, []string{"endpoint"})
-	m.reg.MustRegister(m.requestDuration)
-	m.byEndpoint = make(map[string]endpointSeries, len(subjects.Endpoints))
-	for _, ep := range subjects.Endpoints {
-		name := string(ep)
-		m.byEndpoint[name] = endpointSeries{m.requests.WithLabelValues(name), m.requestDuration.WithLabelValues(name)}
-	}
 	m.watchEvents = f.counter("concord_watch_events_published_total", "Watch events this node published (the leader publishes them).")
 
 	m.clusterConflict = f.gauge("concord_cluster_conflict", "1 while this node sees another Concord cluster serving the same subject prefix on the NATS bus; the cluster then serves no requests.")
@@ -167,25 +152,6 @@ func (m *metrics) observeResult(r *fsm.Result, now int64) {
 		m.leaseExpiryKeys.Observe(float64(e.Keys))
 		m.leaseExpiryLag.Observe(float64(now-e.Deadline) / 1000)
 	}
-}
-
-// observeRequest counts one answered request.
-func (m *metrics) observeRequest(endpoint string, d time.Duration, e *schema.Error) {
-	es, ok := m.byEndpoint[endpoint]
-	if !ok {
-		es = endpointSeries{m.requests.WithLabelValues(endpoint), m.requestDuration.WithLabelValues(endpoint)}
-	}
-	es.requests.Inc()
-	es.duration.Observe(d.Seconds())
-	if e != nil {
-		m.requestErrors.WithLabelValues(endpoint, e.Name).Inc()
-	}
-}
-
-// endpointSeries are one endpoint's request count and latency series.
-type endpointSeries struct {
-	requests prometheus.Counter
-	duration prometheus.Observer
 }
 
 // observeSnapshot records a persisted snapshot.

@@ -4,8 +4,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync/atomic"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -24,8 +22,8 @@ import (
 // micro calls each endpoint's handler serially from one subscription, so
 // the handler only hands the request to the worker pool. micro's own stats
 // therefore measure that hand-off and never see an error reply; the real
-// numbers come from requestStats, which the workers feed and the micro
-// StatsHandler reports as each endpoint's `data`.
+// numbers come from requestStats (requeststats.go), which the workers feed
+// and the micro StatsHandler reports as each endpoint's `data`.
 
 // defaultMicroVersion is the version reported to micro when Config.Version
 // is empty: micro insists on a semantic version.
@@ -184,113 +182,4 @@ func endpointOrder(handlers map[subjects.Endpoint]handlerFunc) []subjects.Endpoi
 	}
 	slices.Sort(rest)
 	return append(out, rest...)
-}
-
-// requestStats holds the counts of every request endpoint. It is made once
-// per Service, so the counts cover the process's life across leadership
-// terms, and the map is never written after that, so concurrent lookups
-// are safe. It is the one source for request counts: the micro stats'
-// `data` today, and a Prometheus collector can read the same snapshots.
-type requestStats map[subjects.Endpoint]*endpointStats
-
-// newRequestStats makes the counters of eps.
-func newRequestStats(eps []subjects.Endpoint) requestStats {
-	rs := make(requestStats, len(eps))
-	for _, ep := range eps {
-		rs[ep] = newEndpointStats()
-	}
-	return rs
-}
-
-// observe records one request of ep; an endpoint without counters is
-// ignored.
-func (rs requestStats) observe(ep subjects.Endpoint, d time.Duration, e *schema.Error) {
-	if st := rs[ep]; st != nil {
-		st.observe(d, e)
-	}
-}
-
-// snapshot returns ep's counts, zero for an endpoint without counters.
-func (rs requestStats) snapshot(ep subjects.Endpoint) endpointSnapshot {
-	if st := rs[ep]; st != nil {
-		return st.snapshot()
-	}
-	return endpointSnapshot{Errors: map[string]uint64{}}
-}
-
-// errorIndex maps each error name of schema.ErrorTable to its counter; a
-// name outside the table counts as schema.ErrInternal (schema.Errorf makes
-// such a name internal too).
-var errorIndex = func() map[string]int {
-	m := make(map[string]int, len(schema.ErrorTable))
-	for i, spec := range schema.ErrorTable {
-		m[spec.Name] = i
-	}
-	return m
-}()
-
-// endpointStats counts one endpoint's requests as the workers finish them:
-// how many, their time in serve and respond, and the error replies by error
-// name. It is lock-free and safe for concurrent use; make it with
-// newEndpointStats.
-type endpointStats struct {
-	requests atomic.Uint64
-	nanos    atomic.Int64
-	// errors is indexed like schema.ErrorTable, so the set of error names
-	// (a metric's label values) is fixed.
-	errors []atomic.Uint64
-}
-
-// newEndpointStats makes zeroed counters.
-func newEndpointStats() *endpointStats {
-	return &endpointStats{errors: make([]atomic.Uint64, len(schema.ErrorTable))}
-}
-
-// observe records one request that took d and ended in e (nil: success).
-func (st *endpointStats) observe(d time.Duration, e *schema.Error) {
-	// The request is counted before its time and error, and snapshot reads
-	// in the opposite order, so a snapshot never shows more errors than
-	// requests.
-	st.requests.Add(1)
-	st.nanos.Add(int64(d))
-	if e != nil {
-		i, ok := errorIndex[e.Name]
-		if !ok {
-			i = errorIndex[schema.ErrInternal]
-		}
-		st.errors[i].Add(1)
-	}
-}
-
-// endpointSnapshot is one endpoint's counts at one moment; it is the `data`
-// of the endpoint in micro's STATS reply, in micro's own field names and
-// units (durations in nanoseconds).
-type endpointSnapshot struct {
-	// Requests is how many requests the workers finished.
-	Requests uint64 `json:"num_requests"`
-	// NumErrors is how many of them got an error reply, and Errors how
-	// many by error name (names with no errors are left out).
-	NumErrors uint64            `json:"num_errors"`
-	Errors    map[string]uint64 `json:"errors"`
-	// ProcessingTime is the total time from a worker taking a request to
-	// its reply being sent, and AverageProcessingTime that per request.
-	ProcessingTime        time.Duration `json:"processing_time"`
-	AverageProcessingTime time.Duration `json:"average_processing_time"`
-}
-
-// snapshot reads the counters.
-func (st *endpointStats) snapshot() endpointSnapshot {
-	out := endpointSnapshot{Errors: map[string]uint64{}}
-	for i, spec := range schema.ErrorTable {
-		if n := st.errors[i].Load(); n > 0 {
-			out.Errors[spec.Name] = n
-			out.NumErrors += n
-		}
-	}
-	out.ProcessingTime = time.Duration(st.nanos.Load())
-	out.Requests = st.requests.Load()
-	if out.Requests > 0 {
-		out.AverageProcessingTime = out.ProcessingTime / time.Duration(out.Requests)
-	}
-	return out
 }

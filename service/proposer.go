@@ -1,9 +1,11 @@
 package service
 
 import (
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -210,6 +212,58 @@ func (p *proposer) propose1(batch []*proposal) {
 		}
 	}
 	answer(schema.Errorf(schema.ErrInternal, "unexpected apply response %T for %d commands", f.Response(), len(batch)))
+}
+
+// propose stamps a command with the lease clock, appends it to the Raft log
+// (alone, or in one entry with concurrent requests' commands: proposer.go)
+// and returns what applying it produced. With an idempotency key, a retry
+// of the same request returns the first reply (Result.Cached).
+//
+// The stamp is taken here, when the request proposes, not when its batch
+// leaves: a keep-alive sent at t is stamped no earlier than t either way,
+// so both keep the lease until at least t + ttl; the earlier stamp is the
+// closer one, and it keeps a command that goes alone byte for byte the
+// entry it always was.
+func (s *Service) propose(body any, idempotencyKey string) (*fsm.Result, *schema.Error) {
+	now, ok := s.clock.now()
+	if !ok {
+		return nil, schema.Errorf(schema.ErrNotLeader, "this node is not the leader")
+	}
+	data, err := fsm.EncodeKeyed(now, idempotencyKey, body)
+	if err != nil {
+		return nil, schema.Errorf(schema.ErrInternal, "%v", err)
+	}
+	start := time.Now()
+	res, e := s.proposer.propose(data)
+	if e != nil {
+		return nil, e
+	}
+	// From proposing to the result, the wait for a batch included.
+	s.metrics.applyDuration.Observe(time.Since(start).Seconds())
+	if res.Err != nil {
+		if errors.Is(res.Err, fsm.ErrBadCommand) {
+			s.log.Error("state machine rejected a command", "err", res.Err)
+		}
+		return nil, errorFor(res.Err)
+	}
+	return res, nil
+}
+
+// raftError maps Raft's errors to retryable wire errors. ErrNotLeader and
+// ErrEnqueueTimeout mean nothing was written; ErrLeadershipLost and
+// timeouts mean the outcome is unknown, which the description says.
+func raftError(err error) *schema.Error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader):
+		return schema.Errorf(schema.ErrNotLeader, "this node is not the leader")
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return schema.Errorf(schema.ErrUnavailable, "the log is busy; nothing was written")
+	case errors.Is(err, raft.ErrLeadershipLost):
+		return schema.Errorf(schema.ErrUnavailable, "leadership was lost; the request may or may not have been applied")
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return schema.Errorf(schema.ErrUnavailable, "the node is shutting down")
+	}
+	return schema.Errorf(schema.ErrUnavailable, "raft: %v", err)
 }
 
 // applyEntry is the proposer's way into the Raft log.

@@ -48,6 +48,11 @@ func (s *Service) startRaft() error {
 	if err != nil {
 		return err
 	}
+	if s.cfg.TestFaultFile != "" {
+		// Before any connection: the hook tracks them all.
+		stream.testFaults = newTestFaults()
+		go watchFaults(s.cfg.TestFaultFile, stream.testFaults, s.log, s.ctx.Done())
+	}
 	// With RaftTLS, Raft's streams run over mutual TLS on top of the TCP
 	// layer; the fault switch still acts on the TCP layer underneath.
 	var layer raft.StreamLayer = stream
@@ -59,11 +64,7 @@ func (s *Service) startRaft() error {
 		}
 		layer = tl
 	}
-	s.stream, s.raftLayer = stream, layer
-	if s.cfg.FaultFile != "" {
-		done := s.ctx.Done()
-		go watchFaults(s.cfg.FaultFile, stream, s.log, done)
-	}
+	s.raftLayer = layer
 	s.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: layer, MaxPool: 8, Timeout: 10 * time.Second, Logger: hlog,
 	})
@@ -135,6 +136,7 @@ func (s *Service) startRaft() error {
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}
+	s.reads = newReadBarrier(r, appliedWaiter{applied: &s.sm.applied, log: store}, &s.clock, s.cfg.ApplyTimeout)
 	s.raft = r
 	s.raftStarted.Store(true)
 	if legacy {

@@ -16,12 +16,56 @@ import (
 // commit index after every read of its batch arrived, checks that this node
 // is still the leader, and waits until the state machine has applied
 // everything up to that index.
+//
+// It is built from what it reads, not from the node: Raft's commit index
+// and leadership check, the state machine's applied index with the log
+// behind it, and the lease clock.
 type readBarrier struct {
-	s *Service
+	raft    leaderConfirmer
+	applied appliedWaiter
+	clock   clockReader
+	// timeout bounds a read's wait for its confirmation, and the wait for
+	// the applied index within one.
+	timeout time.Duration
 
 	mu      sync.Mutex
 	waiters []chan *schema.Error
 	running bool
+}
+
+// leaderConfirmer is what a read barrier asks of Raft; *raft.Raft is one.
+type leaderConfirmer interface {
+	CommitIndex() uint64
+	VerifyLeader() raft.Future
+}
+
+// clockReader reads the lease clock; *leaseClock is one.
+type clockReader interface {
+	now() (int64, bool)
+}
+
+// newReadBarrier returns a read barrier over r, applied and clock.
+func newReadBarrier(r leaderConfirmer, applied appliedWaiter, clock clockReader, timeout time.Duration) *readBarrier {
+	return &readBarrier{raft: r, applied: applied, clock: clock, timeout: timeout}
+}
+
+// now confirms that a read may be served and returns the lease-clock time
+// at which remaining lease time is measured. A serializable read skips the
+// confirmation: it may be stale, but it still needs a running clock, which
+// only the leader has.
+func (b *readBarrier) now(ctx context.Context, serializable bool) (int64, *schema.Error) {
+	if !serializable {
+		ctx, cancel := context.WithTimeout(ctx, b.timeout)
+		defer cancel()
+		if e := b.wait(ctx); e != nil {
+			return 0, e
+		}
+	}
+	now, ok := b.clock.now()
+	if !ok {
+		return 0, schema.Errorf(schema.ErrNotLeader, "this node is not the leader")
+	}
+	return now, nil
 }
 
 func (b *readBarrier) wait(ctx context.Context) *schema.Error {
@@ -60,26 +104,40 @@ func (b *readBarrier) loop() {
 }
 
 func (b *readBarrier) confirm() *schema.Error {
-	commit := b.s.raft.CommitIndex()
-	if err := b.s.raft.VerifyLeader().Error(); err != nil {
+	commit := b.raft.CommitIndex()
+	if err := b.raft.VerifyLeader().Error(); err != nil {
 		return schema.Errorf(schema.ErrNotLeader, "this node is no longer the leader")
 	}
-	return b.s.waitApplied(commit, b.s.cfg.ApplyTimeout)
+	return b.applied.wait(commit, b.timeout)
 }
 
-// waitApplied waits until the state machine has applied every entry up to
-// target that it will ever see. Raft does not hand no-op and barrier entries
-// to the FSM, so when the tail up to target holds only those, the state is
+// appliedWaiter waits for the state machine's applied index to reach a
+// log index.
+type appliedWaiter struct {
+	applied *appliedIndex
+	// log is the Raft log the index refers to, read to skip entries the
+	// state machine never sees.
+	log logReader
+}
+
+// logReader reads one entry of the Raft log; raft.LogStore is one.
+type logReader interface {
+	GetLog(index uint64, log *raft.Log) error
+}
+
+// wait waits until the state machine has applied every entry up to target
+// that it will ever see. Raft does not hand no-op and barrier entries to
+// the FSM, so when the tail up to target holds only those, the state is
 // already current.
-func (s *Service) waitApplied(target uint64, timeout time.Duration) *schema.Error {
+func (w appliedWaiter) wait(target uint64, timeout time.Duration) *schema.Error {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
-		applied, changed := s.sm.applied.waitCh()
+		applied, changed := w.applied.waitCh()
 		if applied >= target {
 			return nil
 		}
-		last, err := s.lastFSMEntry(applied, target)
+		last, err := w.lastFSMEntry(applied, target)
 		if err != nil {
 			return schema.Errorf(schema.ErrUnavailable, "read the raft log: %v", err)
 		}
@@ -97,10 +155,10 @@ func (s *Service) waitApplied(target uint64, timeout time.Duration) *schema.Erro
 
 // lastFSMEntry returns the highest index in (from, to] of an entry that the
 // FSM applies, or from when there is none.
-func (s *Service) lastFSMEntry(from, to uint64) (uint64, error) {
+func (w appliedWaiter) lastFSMEntry(from, to uint64) (uint64, error) {
 	var l raft.Log
 	for i := to; i > from; i-- {
-		if err := s.store.GetLog(i, &l); err != nil {
+		if err := w.log.GetLog(i, &l); err != nil {
 			return 0, err
 		}
 		if l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {

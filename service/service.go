@@ -36,10 +36,10 @@ type Service struct {
 	// maxPayload, before any request is served.
 	dec decoder
 
-	store  *logstore.Store
-	snaps  raft.SnapshotStore
-	stream *streamLayer
-	// raftLayer is what Raft's transport runs on: stream, or TLS over it.
+	store *logstore.Store
+	snaps raft.SnapshotStore
+	// raftLayer is what Raft's transport runs on: the TCP stream layer, or
+	// TLS over it.
 	raftLayer raft.StreamLayer
 	trans     *raft.NetworkTransport
 	raft      *raft.Raft
@@ -54,12 +54,14 @@ type Service struct {
 	httpAddr string
 	started  time.Time
 
-	clock    leaseClock
-	pub      *publisher
+	clock leaseClock
+	pub   *publisher
+	// reads confirms linearizable reads (readbarrier.go); it is made with
+	// Raft, and is set before s.raft.
 	reads    *readBarrier
 	notifyCh chan bool
-	workers  chan struct{} // one token per running worker
-	jobs     chan job      // requests for idle workers
+	// pool runs the request handlers (dispatch.go).
+	pool *workerPool[job]
 
 	// backupStore holds the backups this node took as leader (backup.go).
 	backupOnce  sync.Once
@@ -71,7 +73,7 @@ type Service struct {
 	microSvc micro.Service
 	// reqStats counts requests per endpoint for the life of the process,
 	// across leadership terms.
-	reqStats requestStats
+	reqStats *requestStats
 
 	// failed receives the error that stops a running node (a refused
 	// join); the process should exit with it.
@@ -120,16 +122,16 @@ func Start(cfg Config) (*Service, error) {
 		notifyCh: make(chan bool, 16),
 		failed:   make(chan error, 1),
 		fenceCh:  make(chan struct{}, 1),
-		workers:  make(chan struct{}, cfg.MaxInflight),
-		jobs:     make(chan job),
 		reqStats: newRequestStats(subjects.Endpoints),
 	}
-	s.reads = &readBarrier{s: s}
 	s.proposer = newProposer(s.applyEntry, false)
 	s.formats = newFormatGate(s.proposer.batching.Store)
 	s.started = time.Now()
 	s.metrics = newMetrics(s)
+	// The request metrics are the counters micro's STATS reads.
+	s.metrics.reg.MustRegister(s.reqStats)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.pool = newWorkerPool(cfg.MaxInflight, workerIdle, s.ctx.Done(), s.handle)
 	if err := s.start(); err != nil {
 		s.Close()
 		return nil, err
@@ -229,24 +231,6 @@ func eventsErrorHandler(log *slog.Logger) nats.ErrHandler {
 		}
 		log.Warn("nats asynchronous error", "err", err)
 	}
-}
-
-// serveNodeInfoSubjects makes this node answer for itself, leader or not,
-// on P.cluster.node.<id>.info and P.cluster.nodes. A bootstrapping node
-// starts answering before its Raft starts (busguard.go); every other node
-// once Raft runs.
-func (s *Service) serveNodeInfoSubjects() error {
-	if s.nodeInfoSubscribed {
-		return nil
-	}
-	for _, subject := range []string{s.names.NodeInfo(s.cfg.NodeID), s.names.Nodes()} {
-		if _, err := s.nc.Subscribe(subject, s.serveNodeInfo); err != nil {
-			return fmt.Errorf("subscribe %s: %w", subject, err)
-		}
-	}
-	s.nodeInfoSubscribed = true
-	// The server has the interest before anyone is told this node exists.
-	return s.nc.Flush()
 }
 
 func (s *Service) goRun(f func(context.Context)) {

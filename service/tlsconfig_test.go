@@ -153,6 +153,7 @@ func newTestTLSLayer(t *testing.T, r RaftTLS) *tlsStreamLayer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	inner.testFaults = newTestFaults()
 	l, err := newTLSStreamLayer(inner, r, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		inner.Close()
@@ -238,7 +239,7 @@ func TestTLSStreamLayer(t *testing.T) {
 	pc.Close()
 
 	// The fault switch of the TCP layer underneath still cuts links.
-	b.inner.setBlocked([]string{a.Addr().String()})
+	b.inner.testFaults.setBlocked([]string{a.Addr().String()})
 	if _, err := b.Dial(raft.ServerAddress(a.Addr().String()), time.Second); !errors.Is(err, errBlocked) {
 		t.Fatalf("dial through a blocked link: %v", err)
 	}
@@ -246,7 +247,7 @@ func TestTLSStreamLayer(t *testing.T) {
 	if _, err := s.Read(buf); err == nil {
 		t.Fatal("a TLS connection survived the fault switch")
 	}
-	b.inner.setBlocked(nil)
+	b.inner.testFaults.setBlocked(nil)
 	c2, err := b.Dial(raft.ServerAddress(a.Addr().String()), 5*time.Second)
 	if err != nil {
 		t.Fatalf("dial after healing: %v", err)

@@ -59,7 +59,7 @@ func runServe(args []string) error {
 	fs.DurationVar(&cfg.RaftHeartbeatTimeout, "raft-heartbeat-timeout", cfg.RaftHeartbeatTimeout, "how long a follower waits for the leader before an election")
 	fs.DurationVar(&cfg.RaftElectionTimeout, "raft-election-timeout", cfg.RaftElectionTimeout, "how long a candidate waits for votes")
 	fs.DurationVar(&cfg.RaftLeaderLeaseTimeout, "raft-leader-lease-timeout", cfg.RaftLeaderLeaseTimeout, "how long a leader keeps leading without hearing from a quorum")
-	fs.StringVar(&cfg.FaultFile, "test-fault-file", "", "for tests only: a JSON file {\"block\": [raft addresses]} of peers to cut off")
+	fs.StringVar(&cfg.TestFaultFile, "test-fault-file", "", "for tests only: a JSON file {\"block\": [raft addresses]} of peers to cut off")
 	fs.StringVar(&cfg.NATSListen, "nats-listen", cfg.NATSListen, "client address of the embedded NATS server; with --nats-config the file's listen/host/port wins unless this flag is given")
 	fs.StringVar(&cfg.SubjectPrefix, "subject-prefix", cfg.SubjectPrefix, "first token(s) of every Concord subject")
 	fs.DurationVar(&cfg.TickInterval, "tick", cfg.TickInterval, "lease expiry tick: bounds clock staleness after a restart")
@@ -92,7 +92,7 @@ func runServe(args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if cfg.NATSConfigFile != "" && !flagGiven(fs, "nats-listen") {
+	if cfg.NATSConfigFile != "" && !isSet(fs, "nats-listen") {
 		cfg.NATSListen = "" // the file's address, or the default if it sets none
 	}
 	if *routes != "" {
@@ -159,12 +159,4 @@ func servePprof(addr string, log *slog.Logger) error {
 		}
 	}()
 	return nil
-}
-
-// flagGiven reports whether the command line set the named flag, as
-// opposed to leaving its default.
-func flagGiven(fs *flag.FlagSet, name string) bool {
-	given := false
-	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
-	return given
 }

@@ -1,0 +1,164 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/subjects"
+)
+
+// Request dispatch: the leader's subscription to the request subjects
+// (through the nats micro service, micro.go), the worker pool that runs
+// the handlers, and what every request goes through whatever its handler:
+// the bus-conflict fence, panic recovery, the reply and its count.
+
+// handlerFunc serves one request.
+type handlerFunc func(ctx context.Context, m *nats.Msg) (any, *schema.Error)
+
+// queueGroup makes NATS deliver each request to one subscriber, which
+// matters during a leadership hand-over when two nodes briefly subscribe.
+const queueGroup = "concord"
+
+// subscribe starts serving the request subjects, as the nats micro service
+// that `nats micro ls` lists (see micro.go); the leader calls it on gaining
+// leadership.
+func (s *Service) subscribe() error {
+	s.subsMu.Lock()
+	defer s.subsMu.Unlock()
+	if s.microSvc != nil {
+		return nil // already serving
+	}
+	svc, err := s.addMicroService(s.handlers())
+	if svc != nil {
+		s.microSvc = svc // stopped by unsubscribe, even after a partial failure
+	}
+	if err != nil {
+		return fmt.Errorf("register the nats micro service: %w", err)
+	}
+	// Make sure the server has the interest before we call ourselves ready.
+	return s.nc.Flush()
+}
+
+// unsubscribe stops serving the request subjects and drops the micro
+// service from discovery. micro's Stop drains rather than unsubscribes:
+// requests already delivered are still dispatched, and get not_leader (a
+// retry) instead of no reply at all.
+func (s *Service) unsubscribe() {
+	s.subsMu.Lock()
+	defer s.subsMu.Unlock()
+	if s.microSvc == nil {
+		return
+	}
+	if err := s.microSvc.Stop(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		s.log.Warn("stop the nats micro service", "err", err)
+	}
+	s.microSvc = nil
+}
+
+// dispatch hands the request to a worker: a subscription callback runs
+// serially, and serial handling would cap throughput at one Raft round trip
+// per request.
+func (s *Service) dispatch(ep subjects.Endpoint, m *nats.Msg, h handlerFunc) {
+	s.pool.submit(job{ep: ep, m: m, h: h})
+}
+
+// job is one request waiting for a worker.
+type job struct {
+	ep subjects.Endpoint // what the request counts toward in reqStats
+	m  *nats.Msg
+	h  handlerFunc
+}
+
+// workerIdle is how long a worker waits for a request before it exits.
+const workerIdle = 10 * time.Second
+
+// handle serves one request on a worker, replies and counts it.
+func (s *Service) handle(j job) {
+	start := time.Now()
+	var reply any
+	e := s.fenced(j.ep)
+	if e == nil {
+		reply, e = s.serve(j.m, j.h)
+	}
+	// Count what was sent: a reply too large for NATS goes out as an error.
+	e = s.respond(j.m, reply, e)
+	s.reqStats.observe(j.ep, time.Since(start), e)
+}
+
+// fenced returns the error every request gets while another cluster
+// serves the same prefix on the bus (busguard.go); cluster status still
+// answers, so that an operator can see the conflict.
+func (s *Service) fenced(ep subjects.Endpoint) *schema.Error {
+	if ep == subjects.ClusterStatus {
+		return nil
+	}
+	return s.conflictError()
+}
+
+func (s *Service) serve(m *nats.Msg, h handlerFunc) (reply any, e *schema.Error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("handler panic", "subject", m.Subject, "panic", r, "stack", string(debug.Stack()))
+			reply, e = nil, schema.Errorf(schema.ErrInternal, "the request could not be handled")
+		}
+	}()
+	// Writes are bounded by raft.Apply's own timeout, so only reads make a
+	// deadline of their own (readBarrier.now): a timer per request showed in the
+	// keep-alive profile.
+	return h(s.ctx, m)
+}
+
+// workerPool runs jobs on long-lived workers, so their stacks stay grown.
+// Workers start on demand up to a bound, which bounds memory under
+// overload: a job waits for a worker then. A worker that finds no job for
+// its idle time, or sees done closed, exits.
+type workerPool[J any] struct {
+	run    func(J)
+	idle   time.Duration
+	done   <-chan struct{}
+	tokens chan struct{} // one per running worker
+	jobs   chan J        // jobs for idle workers
+}
+
+// newWorkerPool returns a pool of at most max workers that run run.
+func newWorkerPool[J any](max int, idle time.Duration, done <-chan struct{}, run func(J)) *workerPool[J] {
+	return &workerPool[J]{run: run, idle: idle, done: done, tokens: make(chan struct{}, max), jobs: make(chan J)}
+}
+
+// submit hands j to an idle worker, or to a new one while fewer than max
+// run, or else waits for a worker to become free.
+func (p *workerPool[J]) submit(j J) {
+	select {
+	case p.jobs <- j: // an idle worker takes it
+		return
+	default:
+	}
+	select {
+	case p.tokens <- struct{}{}:
+		go p.work(j)
+	case p.jobs <- j:
+	}
+}
+
+func (p *workerPool[J]) work(j J) {
+	defer func() { <-p.tokens }()
+	idle := time.NewTimer(p.idle)
+	defer idle.Stop()
+	for {
+		p.run(j)
+		idle.Reset(p.idle)
+		select {
+		case j = <-p.jobs:
+		case <-idle.C:
+			return
+		case <-p.done:
+			return
+		}
+	}
+}

@@ -1,0 +1,70 @@
+package service
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The pool runs every job, never more at once than its bound, reuses idle
+// workers, and its workers exit once idle or once done closes.
+func TestWorkerPoolBoundsAndReuse(t *testing.T) {
+	const max, jobs = 3, 20
+	release := make(chan struct{})
+	var running, peak, ran atomic.Int32
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	p := newWorkerPool(max, time.Hour, done, func(int) {
+		n := running.Add(1)
+		for {
+			old := peak.Load()
+			if n <= old || peak.CompareAndSwap(old, n) {
+				break
+			}
+		}
+		<-release
+		running.Add(-1)
+		ran.Add(1)
+		wg.Done()
+	})
+	wg.Add(jobs)
+	submitted := make(chan struct{})
+	go func() {
+		defer close(submitted)
+		for i := 0; i < jobs; i++ {
+			p.submit(i) // blocks while max jobs run and none is idle
+		}
+	}()
+	waitUntil(t, "max jobs run", func() bool { return running.Load() == max })
+	select {
+	case <-submitted:
+		t.Fatal("all jobs were taken while only max could run")
+	default:
+	}
+	if n := len(p.tokens); n != max {
+		t.Fatalf("%d workers, want %d", n, max)
+	}
+	close(release)
+	wg.Wait()
+	<-submitted
+	if ran.Load() != jobs || peak.Load() > max {
+		t.Fatalf("ran %d of %d jobs, at most %d at once (bound %d)", ran.Load(), jobs, peak.Load(), max)
+	}
+	// Idle workers take the next job: no new worker starts.
+	wg.Add(1)
+	p.submit(0)
+	wg.Wait()
+	if n := len(p.tokens); n > max {
+		t.Fatalf("%d workers after reuse, bound %d", n, max)
+	}
+	close(done)
+	waitUntil(t, "workers exit on done", func() bool { return len(p.tokens) == 0 })
+}
+
+// A worker with nothing to do exits after its idle time.
+func TestWorkerPoolIdleWorkerExits(t *testing.T) {
+	p := newWorkerPool(4, 10*time.Millisecond, nil, func(int) {})
+	p.submit(1)
+	waitUntil(t, "the idle worker exits", func() bool { return len(p.tokens) == 0 })
+}
