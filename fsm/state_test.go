@@ -334,7 +334,7 @@ func TestLeaseClockSurvivesRestore(t *testing.T) {
 }
 
 // A state-dependent failure stamped later than the clock advances the clock
-// (the entry was applied; DESIGN.md: now = max(now_in_entry,
+// (the entry was applied; ARCHITECTURE.md: now = max(now_in_entry,
 // last_applied_now)) and changes nothing else: the state equals that of a
 // tick at the same stamp.
 func TestFailedCommandAdvancesOnlyTheClock(t *testing.T) {

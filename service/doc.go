@@ -6,5 +6,7 @@
 // Only the leader serves requests. On gaining leadership a node applies a
 // barrier (so every entry of older terms is applied), starts the lease clock
 // from the last applied entry's time, and only then subscribes; on losing
-// it, it unsubscribes first. See ../shared/DESIGN.md for the rules of time.
+// it, it unsubscribes first. ARCHITECTURE.md at the top of the repository
+// follows a request and an expiry through the files of this package and
+// states the rules of time.
 package service

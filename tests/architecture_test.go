@@ -1,0 +1,86 @@
+package tests
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// ARCHITECTURE.md is the map of the code; a map that names files which
+// moved away, or leaves out a package, misleads the next reader. Every
+// path it names in backquotes must exist, and every Go package of the
+// repository (tests and tools aside) must have its row in the package
+// table.
+func TestArchitectureNamesRealPaths(t *testing.T) {
+	root := ".."
+	doc, err := os.ReadFile(filepath.Join(root, "ARCHITECTURE.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(doc)
+
+	// A path: a name with a '/' or ending in .go or .md, inside backquotes.
+	pathRE := regexp.MustCompile("`([A-Za-z0-9_./-]+(?:/|\\.go|\\.md|\\.golden|\\.conf))`")
+	named := 0
+	for _, m := range pathRE.FindAllStringSubmatch(text, -1) {
+		p := m[1]
+		if strings.ContainsAny(p, "<>") {
+			continue
+		}
+		named++
+		if pathExists(filepath.Join(root, p)) {
+			continue
+		}
+		// A bare file name in a file table belongs to service/.
+		if !strings.Contains(strings.TrimSuffix(p, "/"), "/") && pathExists(filepath.Join(root, "service", p)) {
+			continue
+		}
+		t.Errorf("ARCHITECTURE.md names %s, which does not exist", p)
+	}
+	if named < 20 {
+		t.Fatalf("found only %d paths in ARCHITECTURE.md; the pattern no longer matches how it names them", named)
+	}
+
+	// Every package directory with non-test Go files has a row.
+	pkgs := map[string]bool{}
+	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			switch {
+			case rel == ".":
+				return nil
+			case strings.HasPrefix(d.Name(), "."), d.Name() == "testdata", d.Name() == "bin",
+				rel == "tests", strings.HasPrefix(rel, "tests"+string(filepath.Separator)), rel == "deploy":
+				// tests/ has one row for all of it; deploy/ is not Go.
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		pkgs[filepath.ToSlash(filepath.Dir(rel))] = true
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pkgs) < 8 {
+		t.Fatalf("found only %d packages: %v", len(pkgs), pkgs)
+	}
+	for dir := range pkgs {
+		if !strings.Contains(text, "| `"+dir+"`") && !strings.Contains(text, "| `"+dir+"/`") {
+			t.Errorf("package %s has no row in ARCHITECTURE.md's package table", dir)
+		}
+	}
+}
+
+func pathExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
