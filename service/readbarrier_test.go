@@ -85,6 +85,12 @@ func TestReadBarrierSeesTheCommitIndexAtArrival(t *testing.T) {
 			}
 		}
 	}()
+	// Reads start once a write has been applied: before it, the log ends
+	// in the leader's no-op and barrier entries, which the state machine
+	// never sees, so its applied index rightly stays below the commit
+	// index (TestAppliedWaiterSkipsNonCommandTail covers that case).
+	first := n.raft.LastIndex()
+	waitUntil(t, "the first write is applied", func() bool { return n.sm.applied.get() > first })
 	concurrently(t, 8, func(int) error {
 		for i := 0; i < 50; i++ {
 			arrived := n.raft.CommitIndex()
