@@ -64,10 +64,12 @@ type Session struct {
 	until time.Time
 	// err is why the session ended; nil while it holds its lease.
 	err error
-	// failed is the last renewal failure since the last success, told by
-	// err should the deadline pass.
-	failed error
-	done   chan struct{}
+	// failed is the last renewal failure since the last success, and
+	// waiting the send time of a renewal still unanswered (zero if none):
+	// what err tells should the deadline pass.
+	failed  error
+	waiting time.Time
+	done    chan struct{}
 }
 
 // NewSession grants a lease of ttl (whole seconds, at least 1) and keeps it
@@ -103,8 +105,9 @@ func (s *Session) Done() <-chan struct{} { return s.done }
 // it has. A lost lease matches ErrSessionExpired with errors.Is, and the
 // cause too: ErrLeaseNotFound when the server no longer had the lease, the
 // sentinel of the server's refusal (ErrInvalidRequest, ...), or, when the
-// local deadline passed, the last renewal failure (ErrUnavailable, ...). A
-// closed session matches ErrSessionClosed.
+// local deadline passed, the last renewal failure (ErrUnavailable, ...), if
+// one failed rather than went unanswered. A closed session matches
+// ErrSessionClosed.
 func (s *Session) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -162,8 +165,15 @@ func (s *Session) renewed(sent time.Time, ttl int64) bool {
 	if until := sent.Add(time.Duration(ttl) * time.Second); until.After(s.until) {
 		s.until = until
 	}
-	s.failed = nil
+	s.failed, s.waiting = nil, time.Time{}
 	return true
+}
+
+// renewing records that a renewal was sent at sent.
+func (s *Session) renewing(sent time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.waiting = sent
 }
 
 // renewFailed remembers a failed renewal that did not end the session.
@@ -171,7 +181,7 @@ func (s *Session) renewFailed(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err == nil {
-		s.failed = err
+		s.failed, s.waiting = err, time.Time{}
 	}
 }
 
@@ -190,6 +200,14 @@ func (s *Session) endLocked(err error) {
 	}
 }
 
+// deadline returns the local deadline and whether the session has not
+// ended (by its own account: it may have passed the deadline unread).
+func (s *Session) deadline() (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.until, s.err == nil
+}
+
 // ended reports whether the session has ended, ending it first if its
 // deadline has passed.
 func (s *Session) ended(now time.Time) bool {
@@ -206,13 +224,15 @@ func (s *Session) checkDeadlineLocked(now time.Time) {
 	if s.err != nil || now.Before(s.until) {
 		return
 	}
-	if s.failed == nil {
-		s.endLocked(fmt.Errorf("%w: lease %d: its local deadline passed: no keep-alive was answered within the ttl (%s) of the last answered one",
-			ErrSessionExpired, s.id, s.ttl))
+	why := fmt.Sprintf("lease %d: its local deadline passed: no keep-alive was answered within the ttl (%s) of the last answered one", s.id, s.ttl)
+	if !s.waiting.IsZero() {
+		why += fmt.Sprintf("; the renewal sent %s before the deadline had no answer", s.until.Sub(s.waiting).Round(time.Millisecond))
+	}
+	if s.failed != nil {
+		s.endLocked(fmt.Errorf("%w: %s; last failure: %w", ErrSessionExpired, why, s.failed))
 		return
 	}
-	s.endLocked(fmt.Errorf("%w: lease %d: its local deadline passed: no keep-alive was answered within the ttl (%s) of the last answered one; last failure: %w",
-		ErrSessionExpired, s.id, s.ttl, s.failed))
+	s.endLocked(fmt.Errorf("%w: %s", ErrSessionExpired, why))
 }
 
 // Renewal requests. A request names at most renewBatch leases: the
@@ -234,9 +254,9 @@ const (
 
 // keepAliver renews every session of a client, all at each interval (the
 // smallest ttl/3 of its sessions), in keepalive_many requests of at most
-// renewBatch leases sent concurrently. A round gives up when the next is
-// due: its failures are remembered by the sessions and retried by the next
-// round, until a session's local deadline passes.
+// renewBatch leases sent concurrently. A request that fails is retried
+// until its sessions' local deadlines: a failure that does not end them is
+// remembered, for the error they end with should the deadline pass.
 type keepAliver struct {
 	c        *Client
 	batch    int
@@ -359,11 +379,11 @@ func (k *keepAliver) run() {
 			ids, interval := k.due(now)
 			next = now.Add(jitter(interval))
 			if len(ids) > 0 {
-				done, giveUp := make(chan struct{}), next
+				done := make(chan struct{})
 				roundDone = done
 				go func() {
 					defer close(done)
-					k.round(ctx, ids, giveUp)
+					k.round(ctx, ids)
 				}()
 			}
 		}
@@ -395,11 +415,13 @@ func (k *keepAliver) due(now time.Time) ([]int64, time.Duration) {
 }
 
 // round renews ids in requests of at most k.batch, renewInFlight at a
-// time, all given up by giveUp (when the next round is due), so that
-// rounds keep their pace and never overlap.
-func (k *keepAliver) round(ctx context.Context, ids []int64, giveUp time.Time) {
-	ctx, cancel := context.WithDeadline(ctx, giveUp)
-	defer cancel()
+// time. Each request is retried (by the client's retry loop) until the
+// earliest local deadline of the sessions it names, after which its answer
+// could not keep them: a slow cluster that answers late still answers in
+// time, where giving up at the next round would start the same slow
+// requests over and over. The next round waits for this one to end, so two
+// never renew the same sessions at once.
+func (k *keepAliver) round(ctx context.Context, ids []int64) {
 	slots := make(chan struct{}, renewInFlight)
 	var wg sync.WaitGroup
 	for len(ids) > 0 {
@@ -408,16 +430,39 @@ func (k *keepAliver) round(ctx context.Context, ids []int64, giveUp time.Time) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			first, ok := k.firstDeadlineOf(chunk)
+			if !ok {
+				return // every session it named has ended
+			}
+			ctx, cancel := context.WithDeadline(ctx, first)
+			defer cancel()
 			select {
 			case slots <- struct{}{}:
 				defer func() { <-slots }()
 				k.renew(ctx, chunk)
 			case <-ctx.Done():
-				k.failed(chunk, fmt.Errorf("keepalive_many of %d leases not sent: the renewal round ended first (%d requests at once): %w", len(chunk), renewInFlight, ctx.Err()))
+				k.failed(chunk, fmt.Errorf("keepalive_many of %d leases not sent: %d requests before it were still waiting for answers: %w", len(chunk), renewInFlight, ctx.Err()))
 			}
 		}()
 	}
 	wg.Wait()
+}
+
+// firstDeadlineOf returns the earliest local deadline of the sessions of
+// ids still held.
+func (k *keepAliver) firstDeadlineOf(ids []int64) (time.Time, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var first time.Time
+	ok := false
+	for _, id := range ids {
+		if s := k.sessions[id]; s != nil {
+			if d, held := s.deadline(); held && (!ok || d.Before(first)) {
+				first, ok = d, true
+			}
+		}
+	}
+	return first, ok
 }
 
 // renew sends one keepalive_many for ids and tells each session the
@@ -426,6 +471,7 @@ func (k *keepAliver) round(ctx context.Context, ids []int64, giveUp time.Time) {
 // 500) is remembered, and the next round tries again.
 func (k *keepAliver) renew(ctx context.Context, ids []int64) {
 	sent := time.Now()
+	k.each(ids, func(s *Session) { s.renewing(sent) })
 	reply, err := k.c.KeepAliveMany(ctx, schema.LeaseKeepAliveManyRequest{IDs: ids})
 	if err != nil {
 		if refused(err) {
@@ -489,10 +535,7 @@ func (k *keepAliver) firstDeadline() (time.Time, bool) {
 	var first time.Time
 	ok := false
 	for _, s := range k.sessions {
-		s.mu.Lock()
-		d, held := s.until, s.err == nil
-		s.mu.Unlock()
-		if held && (!ok || d.Before(first)) {
+		if d, held := s.deadline(); held && (!ok || d.Before(first)) {
 			first, ok = d, true
 		}
 	}
