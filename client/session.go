@@ -130,7 +130,8 @@ func (s *Session) State() SessionState {
 	return Safe
 }
 
-// Deadline returns the local deadline: the lease is held at least until then.
+// Deadline returns the local deadline: unless the session has ended (Err),
+// the lease is held at least until then.
 func (s *Session) Deadline() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
