@@ -26,6 +26,9 @@ type Client struct {
 
 	kaMu sync.Mutex
 	ka   *keepAliver
+	// renewBatch, when set (by tests), replaces renewBatch as the most
+	// leases one keepalive_many names.
+	renewBatch int
 
 	denied *denials
 }

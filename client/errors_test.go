@@ -88,7 +88,7 @@ func TestEveryErrorNameHasOneSentinel(t *testing.T) {
 			t.Errorf("an unknown error name matches %s", v)
 		}
 	}
-	for _, own := range []error{client.ErrSessionExpired, client.ErrPermissionDenied, client.ErrBackupCorrupt, client.ErrNoLeader} {
+	for _, own := range []error{client.ErrSessionExpired, client.ErrSessionClosed, client.ErrPermissionDenied, client.ErrBackupCorrupt, client.ErrNoLeader} {
 		for _, spec := range schema.ErrorTable {
 			if errors.Is(&client.Error{Name: spec.Name}, own) {
 				t.Errorf("an *Error named %s matches %v", spec.Name, own)

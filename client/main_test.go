@@ -37,9 +37,15 @@ func TestMain(m *testing.M) {
 // startService starts an in-process node on random ports and waits until
 // it serves.
 func startService(dir string) (*service.Service, error) {
+	return startServiceAt(dir, "127.0.0.1:0")
+}
+
+// startServiceAt starts an in-process node whose NATS listens on
+// natsListen, and waits until it serves.
+func startServiceAt(dir, natsListen string) (*service.Service, error) {
 	cfg := service.DefaultConfig()
 	cfg.DataDir = dir
-	cfg.NATSListen = "127.0.0.1:0"
+	cfg.NATSListen = natsListen
 	cfg.RaftAddr = "127.0.0.1:0"
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc, err := service.Start(cfg)

@@ -14,7 +14,8 @@ import (
 var ErrLocked = errors.New("concord: locked by another session")
 
 // ErrSessionExpired is returned when the session's lease was lost while
-// waiting.
+// waiting. Session.Err of a session that lost its lease matches it too,
+// along with the cause.
 var ErrSessionExpired = errors.New("concord: session expired")
 
 // Mutex is a distributed lock held by a session. Waiters queue: each
@@ -175,7 +176,7 @@ func waitDeleted(ctx context.Context, s *Session, key string, from int64) error 
 	for {
 		select {
 		case <-s.Done():
-			return ErrSessionExpired
+			return sessionLost(s)
 		case e, ok := <-w.Events():
 			if !ok {
 				if ctx.Err() != nil {
@@ -188,4 +189,14 @@ func waitDeleted(ctx context.Context, s *Session, key string, from int64) error 
 			}
 		}
 	}
+}
+
+// sessionLost is the error of a wait that the end of s cut short: it
+// matches ErrSessionExpired, and says why the session ended.
+func sessionLost(s *Session) error {
+	err := s.Err()
+	if errors.Is(err, ErrSessionExpired) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrSessionExpired, err)
 }

@@ -17,8 +17,8 @@ import (
 )
 
 // metrics holds a node's Prometheus collectors. Counters of what the state
-// machine did (grants, renewals, revokes, expirations, expiry lag) are
-// counted where entries are applied, so every replica reports them; the
+// machine did (grants, renewals, revokes, expirations) are counted where
+// entries are applied, so every replica reports them; the expiry lag, the
 // tick, request and lease-clock metrics come from the leader's work. The
 // request metrics are the Service's requestStats (requeststats.go), which
 // the nats micro STATS reply reads too; Start registers it.
@@ -74,7 +74,7 @@ func newMetrics(s *Service) *metrics {
 	m.leaseRevokeKeys = f.histogram("concord_lease_revoke_keys", "Keys attached to each revoked lease.", keyBuckets)
 	m.leaseExpirations = f.counter("concord_lease_expirations_total", "Leases expired.")
 	m.leaseExpiryKeys = f.histogram("concord_lease_expiry_keys", "Keys attached to each expired lease.", keyBuckets)
-	m.leaseExpiryLag = f.histogram("concord_lease_expiry_lag_seconds", "Lease-clock time from a lease's deadline to the commit of the entry that expired it.", lagBuckets)
+	m.leaseExpiryLag = f.histogram("concord_lease_expiry_lag_seconds", "Lease-clock time from a lease's deadline to the commit of its expiry, read by the leader as it applies the entry (followers do not observe it).", lagBuckets)
 	m.tickDuration = f.histogram("concord_lease_tick_duration_seconds", "Leader expiry ticks: time to find expired leases and commit their expiry (or the tick entry).", prometheus.DefBuckets)
 	m.tickScanned = f.counter("concord_lease_tick_scanned_total", "Lease deadlines the leader's committed ticks examined: the expired ones and the first one not yet due.")
 	m.tickExpired = f.counter("concord_lease_tick_expired_total", "Leases the leader's ticks found past their deadline and proposed to expire, once committed (apply re-checks each deadline).")
@@ -128,9 +128,8 @@ func (f factory) histogram(name, help string, buckets []float64) prometheus.Hist
 	return h
 }
 
-// observeResult counts what one applied command did. now is the lease
-// clock it applied at, in milliseconds.
-func (m *metrics) observeResult(r *fsm.Result, now int64) {
+// observeResult counts what one applied command did.
+func (m *metrics) observeResult(r *fsm.Result) {
 	if r.Err != nil || r.Cached {
 		return
 	}
@@ -150,7 +149,43 @@ func (m *metrics) observeResult(r *fsm.Result, now int64) {
 	for _, e := range r.Expired {
 		m.leaseExpirations.Inc()
 		m.leaseExpiryKeys.Observe(float64(e.Keys))
-		m.leaseExpiryLag.Observe(float64(now-e.Deadline) / 1000)
+	}
+}
+
+// observeApplied is the state machine's onResult: it counts what a command
+// did and, on the leader, how late the leases it expired went. now is the
+// lease-clock time the command applied at (its stamp, or the clock of the
+// entry before it if that was later).
+//
+// The moment an expiry commits is read from the lease clock as the entry
+// is applied, after the deletes are in the state; that clock runs only on
+// the leader, so only the leader observes the lag. A follower applies the
+// same entry at a moment no clock it has relates to the lease clock.
+func (s *Service) observeApplied(r *fsm.Result, now int64) {
+	s.metrics.observeResult(r)
+	if len(r.Expired) == 0 || r.Err != nil || r.Cached {
+		return
+	}
+	committed, ok := s.clock.now()
+	if !ok {
+		return
+	}
+	// The clock read after apply is not behind the command's time: this
+	// leader stamped the command from it, and a leader's clock starts at
+	// the time of the last applied entry. max states that, rather than
+	// trusting it.
+	s.metrics.observeExpiryLag(r.Expired, max(committed, now))
+}
+
+// observeExpiryLag records, for each lease an applied command expired, the
+// lease-clock time from its deadline to committed: the leader's lease clock
+// when the entry that expired it was applied. Not the command's stamp: the
+// leader stamps an expire command when it finds the lease due, and during
+// a mass expiry its entries wait behind one another to commit and apply,
+// which the stamp does not see.
+func (m *metrics) observeExpiryLag(expired []fsm.ExpiredLease, committed int64) {
+	for _, e := range expired {
+		m.leaseExpiryLag.Observe(float64(committed-e.Deadline) / 1000)
 	}
 }
 

@@ -193,7 +193,7 @@ func (s *Service) start() error {
 	}
 	s.pub = newPublisher(s.eventsNC, s.names, s.log, s.metrics.watchEvents)
 	s.sm = newStateMachine(s.pub.enqueue)
-	s.sm.onResult = s.metrics.observeResult
+	s.sm.onResult = s.observeApplied
 	s.sm.onSnapshot = s.metrics.observeSnapshot
 	s.goRun(s.pub.run)
 	s.probePrefix = nats.NewInbox()
