@@ -225,15 +225,21 @@ func (c *Client) Grant(ctx context.Context, req schema.LeaseGrantRequest) (*sche
 }
 
 // KeepAlive renews a lease.
+//
+// Keep-alives carry no idempotency key: renewing twice is harmless (a
+// retry renews from a later moment, which is what the caller wants), and
+// a key would make the server remember every renewal's reply, filling the
+// idempotency cache, and every snapshot, with the busiest request there is.
 func (c *Client) KeepAlive(ctx context.Context, req schema.LeaseKeepAliveRequest) (*schema.LeaseKeepAliveReply, error) {
 	var r schema.LeaseKeepAliveReply
-	return &r, c.call(ctx, subjects.LeaseKeepAlive, req, true, &r)
+	return &r, c.call(ctx, subjects.LeaseKeepAlive, req, false, &r)
 }
 
-// KeepAliveMany renews many leases in one request.
+// KeepAliveMany renews many leases in one request; like KeepAlive, without
+// an idempotency key.
 func (c *Client) KeepAliveMany(ctx context.Context, req schema.LeaseKeepAliveManyRequest) (*schema.LeaseKeepAliveManyReply, error) {
 	var r schema.LeaseKeepAliveManyReply
-	return &r, c.call(ctx, subjects.LeaseKeepAliveMany, req, true, &r)
+	return &r, c.call(ctx, subjects.LeaseKeepAliveMany, req, false, &r)
 }
 
 // Revoke deletes a lease and its keys.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/concord-io/concord/client"
 	"github.com/concord-io/concord/schema"
@@ -166,5 +167,50 @@ func TestClusterCalls(t *testing.T) {
 	}
 	if _, err := c.Remove(ctx, schema.ClusterRemoveRequest{ID: "nobody"}); !errors.Is(err, client.ErrNodeNotFound) {
 		t.Fatalf("remove of a stranger: %v", err)
+	}
+}
+
+// Writes carry an idempotency key, the same on every attempt; keep-alives
+// carry none, so the server does not remember each renewal's reply.
+func TestIdempotencyKeysOnWritesNotOnKeepAlives(t *testing.T) {
+	c := connect(t)
+	ctx := context.Background()
+	nc, err := nats.Connect(serverURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	// A plain subscriber, outside the service's queue group, sees every
+	// request the client sends.
+	sub, err := nc.SubscribeSync("concord.lease.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	g, err := c.Grant(ctx, schema.LeaseGrantRequest{TTL: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.KeepAlive(ctx, schema.LeaseKeepAliveRequest{ID: g.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.KeepAliveMany(ctx, schema.LeaseKeepAliveManyRequest{IDs: []int64{g.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"concord.lease.grant": true, "concord.lease.keepalive": false, "concord.lease.keepalive_many": false}
+	for range want {
+		m, err := sub.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hasKey, ok := want[m.Subject]
+		if !ok {
+			t.Fatalf("unexpected request on %s", m.Subject)
+		}
+		if got := m.Header.Get(schema.HeaderIdempotencyKey) != ""; got != hasKey {
+			t.Errorf("%s: idempotency key present %v, want %v", m.Subject, got, hasKey)
+		}
 	}
 }

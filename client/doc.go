@@ -1,5 +1,6 @@
 // Package client is Concord's Go client: typed calls for every subject,
-// retries that are safe (every mutating call carries an idempotency key),
+// retries that are safe (every mutating call but a keep-alive carries an
+// idempotency key; renewing twice is harmless),
 // sessions that know when they are safe, locks with fencing tokens,
 // elections, and a watch that misses no event.
 //
