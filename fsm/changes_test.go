@@ -21,8 +21,8 @@ type loggedEvent struct {
 // loggedEvents returns the change log, oldest first.
 func loggedEvents(s *State) []loggedEvent {
 	var out []loggedEvent
-	s.changes.Ascend(func(c *change) bool {
-		out = append(out, loggedEvent{c.event, c.now})
+	s.hist.byRev.Ascend(func(v *version) bool {
+		out = append(out, loggedEvent{v.event(), v.now})
 		return true
 	})
 	return out
@@ -31,8 +31,8 @@ func loggedEvents(s *State) []loggedEvent {
 // logEvents returns the events of the change log, oldest first.
 func logEvents(s *State) []schema.Event {
 	var out []schema.Event
-	s.changes.Ascend(func(c *change) bool {
-		out = append(out, c.event)
+	s.hist.byRev.Ascend(func(v *version) bool {
+		out = append(out, v.event())
 		return true
 	})
 	return out
@@ -602,7 +602,7 @@ func TestChangesScanCap(t *testing.T) {
 	}
 	mustApply(t, s, t0, &Delete{Key: "n.", IsPrefix: true})                // rev 60,001: 60,000 events
 	want := mustApply(t, s, t0, &Put{Key: "want", Value: val(`1`)}).Events // rev 60,002
-	eq(t, "log", s.changes.Len(), 2*n+1)
+	eq(t, "log", s.hist.byRev.Len(), 2*n+1)
 
 	type reply struct {
 		events   int

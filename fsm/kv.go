@@ -119,6 +119,7 @@ func (s *State) putAt(now, rev int64, p *Put) (*schema.KVPutReply, schema.Event,
 		rec.version = old.version + 1
 	}
 	s.kv.ReplaceOrInsert(rec)
+	s.prevs = append(s.prevs, old)
 	reply.Revision = rev
 	ev := schema.Event{
 		Type:           schema.EventPut,
@@ -198,6 +199,7 @@ func (s *State) deleteAt(now, rev int64, d *Delete, victims []*record, opIndex i
 			s.detach(r.lease, r.key)
 		}
 		events[i] = deleteEvent(r.key, rev, opIndex+i, r.lease, schema.CauseDelete)
+		s.prevs = append(s.prevs, r)
 	}
 	return reply, events
 }

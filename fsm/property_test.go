@@ -108,17 +108,17 @@ func (cm *changeModel) step(s *State, r Result) error {
 		return fmt.Errorf("after a write the change log holds %d events, the oldest recorded at %d; limits %d events / %d ms at %d",
 			len(cm.events), cm.events[0].now, l.ChangesMax, l.ChangesMaxAgeMS, s.Now())
 	}
-	if s.changes.Len() != len(cm.events) {
-		return fmt.Errorf("change log holds %d events, the model %d", s.changes.Len(), len(cm.events))
+	if s.hist.byRev.Len() != len(cm.events) {
+		return fmt.Errorf("change log holds %d events, the model %d", s.hist.byRev.Len(), len(cm.events))
 	}
 	var err error
 	k := 0
 	want := make([]schema.Event, len(cm.events))
-	s.changes.Ascend(func(c *change) bool {
+	s.hist.byRev.Ascend(func(v *version) bool {
 		w := cm.events[k]
 		want[k] = w.event
-		if c.now != w.now {
-			err = fmt.Errorf("logged event %d (%d/%d) recorded at %d, applied at %d", k, c.event.Revision, c.event.OpIndex, c.now, w.now)
+		if v.now != w.now {
+			err = fmt.Errorf("logged event %d (%d/%d) recorded at %d, applied at %d", k, v.rev, v.op, v.now, w.now)
 		}
 		k++
 		return err == nil
@@ -274,9 +274,9 @@ func checkStep(s *State, entry []byte, cov *coverage, m *idemModel, cm *changeMo
 			return fmt.Errorf("%v (err %v, cached %v) changed the state", cmd.Op, r.Err, r.Cached)
 		}
 		// Nor trimmed the log (a tick does not either).
-		if s.CompactRevision() != before.compactRev || s.changes.Len() != before.changes.Len() {
-			return fmt.Errorf("%v (err %v, cached %v) changed the change log: floor %d -> %d, %d -> %d events",
-				cmd.Op, r.Err, r.Cached, before.compactRev, s.CompactRevision(), before.changes.Len(), s.changes.Len())
+		if s.CompactRevision() != before.hist.floor || s.hist.byKey.Len() != before.hist.byKey.Len() {
+			return fmt.Errorf("%v (err %v, cached %v) changed the history: floor %d -> %d, %d -> %d versions",
+				cmd.Op, r.Err, r.Cached, before.hist.floor, s.CompactRevision(), before.hist.byKey.Len(), s.hist.byKey.Len())
 		}
 		return checkInvariants(s)
 	}
@@ -395,7 +395,8 @@ func checkStep(s *State, entry []byte, cov *coverage, m *idemModel, cm *changeMo
 // dropped: no events, the floor at the revision.
 func withoutChangeLog(sn *Snapshot) *Snapshot {
 	c := *sn
-	c.changes, c.compactRev = newChangeLog(), sn.revision
+	c.hist = newHistory()
+	c.hist.floor = sn.revision
 	return &c
 }
 

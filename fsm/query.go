@@ -27,6 +27,76 @@ type GetQuery struct {
 	MaxBytes int
 }
 
+// GetAt answers a read at revision rev, as the keys stood right after it
+// committed; 0 means the present, read as Get does. A read at a named
+// revision, the current one included, carries no remaining lease time, so
+// a listing continued page by page at one revision has one shape even
+// while writes go on. Below the floor it fails with
+// ErrCompacted, above the current revision with ErrFutureRevision.
+func (s *State) GetAt(q GetQuery, rev int64, now int64) (*schema.KVGetReply, error) {
+	if rev == 0 {
+		return s.Get(q, now), nil
+	}
+	if err := s.checkReadRevision(rev); err != nil {
+		return nil, err
+	}
+	reply := &schema.KVGetReply{Revision: rev, KVs: []schema.KeyValue{}}
+	if !q.IsPrefix {
+		if r := s.recordAt(q.Key, rev); r != nil {
+			reply.Count = 1
+			if !q.CountOnly {
+				reply.KVs = append(reply.KVs, historicalKeyValue(r, q.KeysOnly))
+			}
+		}
+		return reply, nil
+	}
+	start, end := q.Key, prefixEnd(q.Key)
+	if q.After >= start {
+		start = q.After + "\x00"
+	}
+	size := 0
+	s.ascendAt(start, end, rev, func(r *record) bool {
+		reply.Count++
+		if q.CountOnly || reply.More {
+			return true
+		}
+		n := len(r.key) + recordOverhead
+		if !q.KeysOnly {
+			n += len(r.value)
+		}
+		if len(reply.KVs) >= q.Limit || (q.MaxBytes > 0 && len(reply.KVs) > 0 && size+n > q.MaxBytes) {
+			reply.More = true
+			return true
+		}
+		size += n
+		reply.KVs = append(reply.KVs, historicalKeyValue(r, q.KeysOnly))
+		return true
+	})
+	return reply, nil
+}
+
+// historicalKeyValue renders a record of a past revision: no remaining time.
+func historicalKeyValue(r *record, keysOnly bool) schema.KeyValue {
+	kv := schema.KeyValue{Key: r.key, CreateRevision: r.createRevision, ModRevision: r.modRevision, Version: r.version, Lease: r.lease}
+	if !keysOnly {
+		kv.Value = r.value
+	}
+	return kv
+}
+
+// prefixEnd returns the smallest key above every key with the prefix, or
+// "" when there is none (the prefix is empty or all 0xff bytes).
+func prefixEnd(prefix string) string {
+	b := []byte(prefix)
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] < 0xff {
+			b[i]++
+			return string(b[:i+1])
+		}
+	}
+	return ""
+}
+
 // Get answers a read; remaining lease time is measured at now.
 func (s *State) Get(q GetQuery, now int64) *schema.KVGetReply {
 	reply := &schema.KVGetReply{Revision: s.revision, KVs: []schema.KeyValue{}}

@@ -59,10 +59,12 @@ type State struct {
 	idemByKey *btree.BTreeG[*idemEntry]
 	idemBySeq *btree.BTreeG[*idemEntry]
 	idemSeq   uint64
-	// The change log, by (revision, op_index), and its floor: events at or
-	// below compactRevision are gone.
-	changes         *btree.BTreeG[*change]
-	compactRevision int64
+	// hist is the retained past of the keyspace (history.go).
+	hist history
+	// prevs collects, for each event the command being applied makes, the
+	// record it replaced or deleted (nil for a new key), for recordChanges.
+	// Reset by each command; not part of the state or its snapshot.
+	prevs []*record
 
 	revision    int64
 	nextLeaseID int64
@@ -121,7 +123,7 @@ func New() *State {
 	return &State{
 		idemByKey:   byKey,
 		idemBySeq:   bySeq,
-		changes:     newChangeLog(),
+		hist:        newHistory(),
 		kv:          btree.NewG(btreeDegree, func(a, b *record) bool { return a.key < b.key }),
 		leases:      btree.NewG(btreeDegree, func(a, b *lease) bool { return a.id < b.id }),
 		attached:    btree.NewG(btreeDegree, lessAttachment),
@@ -186,6 +188,7 @@ func (s *State) ApplyCommand(c Command) Result {
 		s.now = c.Now
 	}
 	s.activity = LeaseActivity{}
+	s.prevs = s.prevs[:0]
 	var r Result
 	if c.IdempotencyKey != "" && mutates(c.Op) {
 		r = s.applyIdempotent(c, s.now)

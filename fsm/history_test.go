@@ -1,0 +1,212 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/concord-io/concord/schema"
+)
+
+// pastKVs is a record as a read at a past revision returns it: no
+// remaining time.
+func pastKVs(kvs []schema.KeyValue) []schema.KeyValue {
+	out := make([]schema.KeyValue, len(kvs))
+	for i, kv := range kvs {
+		kv.RemainingMS = nil
+		out[i] = kv
+	}
+	return out
+}
+
+// readAllAt reads every key at rev, page by page of three, as a client
+// continuing a listing with after would.
+func readAllAt(t testing.TB, s *State, prefix string, rev int64) []schema.KeyValue {
+	t.Helper()
+	out := []schema.KeyValue{}
+	q := GetQuery{Key: prefix, IsPrefix: true, Limit: 3}
+	for {
+		r, err := s.GetAt(q, rev, s.Now())
+		if err != nil {
+			t.Fatalf("read %q at %d: %v", prefix, rev, err)
+		}
+		if r.Revision != rev {
+			t.Fatalf("read at %d answered for revision %d", rev, r.Revision)
+		}
+		out = append(out, r.KVs...)
+		if !r.More {
+			return out
+		}
+		q.After = r.KVs[len(r.KVs)-1].Key
+	}
+}
+
+// The history against a model: after every command of a random log, with
+// retention small enough that the floor moves all the time, a read at any
+// revision from the floor to the present (every key, a prefix, one key,
+// paged) gives exactly what a read at the present gave when that revision
+// was current; below the floor it is compacted, above the present refused.
+// A snapshot restored mid-way answers the same and writes the same bytes.
+func TestHistoryReadsMatchTheirTime(t *testing.T) {
+	for seed := int64(1); seed <= 4; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			g := newCmdGen(seed)
+			s := New()
+			mustApply(t, s, g.now, &Limits{MaxLeases: 50, MaxKeysPerLease: 50, ChangesMax: 25, ChangesMaxAgeMS: 60_000})
+			// past[rev] is every key as a present read saw it at rev.
+			past := map[int64][]schema.KeyValue{s.Revision(): pastKVs(getAll(s, s.Now()))}
+			// The model follows the events, revision by revision; an
+			// expiry of several leases makes several revisions at once.
+			model := map[string]schema.KeyValue{}
+			for i := 0; i < 600; i++ {
+				res := s.Apply(g.next(s))
+				for j, e := range res.Events {
+					if e.Type == schema.EventPut {
+						model[e.Key] = schema.KeyValue{Key: e.Key, Value: e.Value, CreateRevision: e.CreateRevision, ModRevision: e.ModRevision, Version: e.Version, Lease: e.Lease}
+					} else {
+						delete(model, e.Key)
+					}
+					if j == len(res.Events)-1 || res.Events[j+1].Revision != e.Revision {
+						past[e.Revision] = sortedKVs(model)
+					}
+				}
+				eq(t, fmt.Sprintf("step %d: the model at the present", i), past[s.Revision()], pastKVs(getAll(s, s.Now())))
+				floor := s.CompactRevision()
+				if floor > s.Revision() {
+					t.Fatalf("floor %d above the revision %d", floor, s.Revision())
+				}
+				// Revision 0 asks for the present; the first readable
+				// revision is 1.
+				for rev := max(floor, 1); rev <= s.Revision(); rev++ {
+					want, ok := past[rev]
+					if !ok {
+						t.Fatalf("no model state at revision %d (floor %d, now %d)", rev, floor, s.Revision())
+					}
+					if i%20 == 0 || rev >= s.Revision()-2 {
+						eq(t, fmt.Sprintf("step %d: all keys at %d", i, rev), readAllAt(t, s, "", rev), want)
+					}
+					for _, k := range []string{"a", "svc.b", "x-1.a.na"} {
+						r, err := s.GetAt(GetQuery{Key: k}, rev, s.Now())
+						if err != nil {
+							t.Fatal(err)
+						}
+						var w []schema.KeyValue
+						for _, kv := range want {
+							if kv.Key == k {
+								w = append(w, kv)
+							}
+						}
+						eq(t, fmt.Sprintf("step %d: %s at %d", i, k, rev), r.KVs, append([]schema.KeyValue{}, w...))
+					}
+				}
+				if floor > 1 {
+					if _, err := s.GetAt(GetQuery{Key: "a"}, floor-1, s.Now()); !errors.Is(err, ErrCompacted) {
+						t.Fatalf("read below the floor %d: %v", floor, err)
+					}
+				}
+				if _, err := s.GetAt(GetQuery{Key: "a"}, s.Revision()+1, s.Now()); !errors.Is(err, ErrFutureRevision) {
+					t.Fatalf("read above the revision: %v", err)
+				}
+				if i%100 == 99 {
+					data := snap(t, s)
+					r := restored(t, data)
+					if !bytes.Equal(snap(t, r), data) {
+						t.Fatal("a restored snapshot writes other bytes")
+					}
+					eq(t, "restored: all keys at the floor", readAllAt(t, r, "", max(floor, 1)), past[max(floor, 1)])
+					s = r
+				}
+				if err := checkHistory(s); err != nil {
+					t.Fatalf("step %d: %v", i, err)
+				}
+			}
+		})
+	}
+}
+
+// checkHistory checks the history's own invariants: the change log is
+// exactly the versions above the floor; at or below the floor the key
+// index keeps only puts that a later version of their key needs; a key
+// whose only version would be its live record keeps none.
+func checkHistory(s *State) error {
+	h := s.hist
+	above := 0
+	var prev *version
+	var err error
+	h.byKey.Ascend(func(v *version) bool {
+		if v.rev > h.floor {
+			above++
+			if _, ok := h.byRev.Get(v); !ok {
+				err = fmt.Errorf("version %s@%d/%d above the floor is not in the change log", v.key, v.rev, v.op)
+			}
+		} else {
+			if v.isDelete() {
+				err = fmt.Errorf("tombstone %s@%d at or below the floor %d", v.key, v.rev, h.floor)
+			}
+			if n := h.next(v); n == nil {
+				err = fmt.Errorf("version %s@%d at or below the floor has no later version", v.key, v.rev)
+			}
+			if prev != nil && prev.key == v.key && prev.rev <= h.floor {
+				err = fmt.Errorf("two versions of %s at or below the floor", v.key)
+			}
+		}
+		prev = v
+		return err == nil
+	})
+	if err == nil && above != h.byRev.Len() {
+		err = fmt.Errorf("the change log holds %d versions, the key index %d above the floor", h.byRev.Len(), above)
+	}
+	return err
+}
+
+// A transaction that writes one key twice keeps both versions; the later
+// one shares the live record.
+func TestHistoryTxnWritesAKeyTwice(t *testing.T) {
+	s := New()
+	mustApply(t, s, t0, &Put{Key: "k", Value: val(`1`)})
+	mustApply(t, s, t0, &Txn{Success: []TxnOp{{Put: &Put{Key: "k", Value: val(`2`)}}, {Put: &Put{Key: "k", Value: val(`3`)}}}})
+	eq(t, "revision", s.Revision(), int64(2))
+	first := s.hist.latest("k", 1)
+	if first == nil || string(first.rec.value) != `1` {
+		t.Fatalf("version at 1: %+v", first)
+	}
+	last := s.hist.latest("k", 2)
+	if last == nil || last.op != 1 || last.rec != s.getRecord("k") {
+		t.Fatalf("the latest version is not the live record: %+v", last)
+	}
+	r, err := s.GetAt(GetQuery{Key: "k"}, 1, s.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "k at 1", string(r.KVs[0].Value), `1`)
+}
+
+// Once the floor passes a key written once, the history holds nothing of
+// it: the live record answers, so a million keys written once cost the
+// history nothing.
+func TestHistoryKeepsNothingOfUnchangedKeys(t *testing.T) {
+	s := New()
+	mustApply(t, s, t0, &Limits{MaxLeases: 10, MaxKeysPerLease: 10, ChangesMax: 5, ChangesMaxAgeMS: 60_000})
+	for i := 0; i < 100; i++ {
+		mustApply(t, s, t0, &Put{Key: fmt.Sprintf("k%03d", i), Value: val(`1`)})
+	}
+	eq(t, "change log", s.hist.byRev.Len(), 5)
+	eq(t, "key index", s.hist.byKey.Len(), 5)
+	r, err := s.GetAt(GetQuery{Key: "k000"}, s.CompactRevision(), s.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "an old key at the floor", len(r.KVs), 1)
+}
+
+func sortedKVs(m map[string]schema.KeyValue) []schema.KeyValue {
+	out := make([]schema.KeyValue, 0, len(m))
+	for _, kv := range m {
+		out = append(out, kv)
+	}
+	slices.SortFunc(out, func(a, b schema.KeyValue) int { return strings.Compare(a.Key, b.Key) })
+	return out
+}
