@@ -140,8 +140,12 @@ func (g *cmdGen) next(s *State) []byte {
 			e.IDs = append(e.IDs, g.leaseID(s))
 		}
 		body = e
-	case p < 94:
+	case p < 93:
 		body = &Expire{}
+	case p < 94:
+		// An operator's compaction: mostly within the history, sometimes
+		// below the floor (a no-op) or in the future (refused).
+		body = &Compact{Revision: s.Revision() - int64(g.r.Intn(40)) + 2}
 	case p < 97:
 		l := &Limits{MaxLeases: 5 + g.r.Int63n(40), MaxKeysPerLease: 1 + g.r.Int63n(8)}
 		if g.r.Intn(2) == 0 {

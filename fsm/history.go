@@ -411,3 +411,88 @@ func (s *State) ascendAt(start, end string, rev int64, f func(r *record) bool) {
 		}
 	}
 }
+
+// HistoryQuery reads the versions of one key.
+type HistoryQuery struct {
+	Key string
+	// From and To bound the window, both included; 0 means from the
+	// floor, and to the present.
+	From, To int64
+	// After continues a listing: versions after this revision (before
+	// it, when NewestFirst); 0 means from the window's start.
+	After       int64
+	NewestFirst bool
+	Limit       int
+	// MaxBytes bounds the approximate size of the records returned; at
+	// least one revision's records are returned whatever their size.
+	MaxBytes int
+}
+
+// History returns the changes of one key in a window, as their events
+// carried them. A window that starts at or below the floor fails with
+// ErrCompacted (those changes are gone); one that ends above the present,
+// with ErrFutureRevision. A page never splits one revision's changes.
+func (s *State) History(q HistoryQuery) (*schema.KVHistoryReply, error) {
+	h := s.hist
+	if q.From != 0 && q.From <= h.floor {
+		return nil, errf(ErrCompacted, "revisions up to %d are compacted; the history starts after %d", h.floor, h.floor)
+	}
+	if q.To > s.revision {
+		return nil, errf(ErrFutureRevision, "to_revision %d is in the future; the current revision is %d", q.To, s.revision)
+	}
+	lo, hi := max(q.From, h.floor+1), s.revision
+	if q.To != 0 {
+		hi = q.To
+	}
+	if q.After != 0 {
+		if q.NewestFirst {
+			hi = min(hi, q.After-1)
+		} else {
+			lo = max(lo, q.After+1)
+		}
+	}
+	reply := &schema.KVHistoryReply{Key: q.Key, Records: []schema.Event{}, Revision: s.revision, CompactRevision: h.floor}
+	size := 0
+	add := func(v *version) bool {
+		if v.rev < lo || v.rev > hi {
+			return true
+		}
+		n := len(v.key) + recordOverhead
+		if v.rec != nil {
+			n += len(v.rec.value)
+		}
+		full := len(reply.Records) >= q.Limit || (q.MaxBytes > 0 && len(reply.Records) > 0 && size+n > q.MaxBytes)
+		if full && v.rev != reply.NextRevision {
+			reply.More = true
+			return false
+		}
+		size += n
+		reply.Records = append(reply.Records, v.event())
+		reply.NextRevision = v.rev
+		return true
+	}
+	if q.NewestFirst {
+		h.byKey.DescendRange(&version{key: q.Key, rev: hi, op: math.MaxInt32}, &version{key: q.Key, rev: lo - 1, op: math.MaxInt32}, add)
+	} else {
+		h.byKey.AscendRange(&version{key: q.Key, rev: lo, op: math.MinInt32}, &version{key: q.Key, rev: hi + 1, op: math.MinInt32}, add)
+	}
+	if !reply.More {
+		reply.NextRevision = 0
+	}
+	return reply, nil
+}
+
+// Compact raises the history's floor to a revision: the changes at and
+// below it are gone, and reads at revisions below it fail. Compacting
+// to or below the floor changes nothing.
+type Compact struct {
+	Revision int64
+}
+
+func (s *State) compact(_ int64, c *Compact) (any, error) {
+	if c.Revision > s.revision {
+		return nil, errf(ErrFutureRevision, "revision %d is in the future; the current revision is %d", c.Revision, s.revision)
+	}
+	s.compactTo(c.Revision)
+	return &schema.KVCompactReply{Revision: s.revision, CompactRevision: s.hist.floor}, nil
+}

@@ -61,8 +61,18 @@ func TestHistoryReadsMatchTheirTime(t *testing.T) {
 			// The model follows the events, revision by revision; an
 			// expiry of several leases makes several revisions at once.
 			model := map[string]schema.KeyValue{}
+			var events []schema.Event
 			for i := 0; i < 600; i++ {
-				res := s.Apply(g.next(s))
+				var res Result
+				if i%50 == 49 {
+					// An operator compacts half of what retention keeps.
+					target := s.CompactRevision() + (s.Revision()-s.CompactRevision())/2
+					res = mustApply(t, s, g.now, &Compact{Revision: target})
+					eq(t, "compacted to", res.Reply.(*schema.KVCompactReply).CompactRevision, max(target, s.CompactRevision()))
+				} else {
+					res = s.Apply(g.next(s))
+				}
+				events = append(events, res.Events...)
 				for j, e := range res.Events {
 					if e.Type == schema.EventPut {
 						model[e.Key] = schema.KeyValue{Key: e.Key, Value: e.Value, CreateRevision: e.CreateRevision, ModRevision: e.ModRevision, Version: e.Version, Lease: e.Lease}
@@ -109,6 +119,17 @@ func TestHistoryReadsMatchTheirTime(t *testing.T) {
 				}
 				if _, err := s.GetAt(GetQuery{Key: "a"}, s.Revision()+1, s.Now()); !errors.Is(err, ErrFutureRevision) {
 					t.Fatalf("read above the revision: %v", err)
+				}
+				for _, k := range []string{"a", "svc.b", "x-1.a.na"} {
+					var want []schema.Event
+					for _, e := range events {
+						if e.Key == k && e.Revision > floor {
+							want = append(want, e)
+						}
+					}
+					eq(t, fmt.Sprintf("step %d: history of %s", i, k), readHistory(t, s, HistoryQuery{Key: k}), want)
+					slices.Reverse(want)
+					eq(t, fmt.Sprintf("step %d: history of %s, newest first", i, k), readHistory(t, s, HistoryQuery{Key: k, NewestFirst: true}), want)
 				}
 				if i%100 == 99 {
 					data := snap(t, s)
@@ -209,4 +230,95 @@ func sortedKVs(m map[string]schema.KeyValue) []schema.KeyValue {
 	}
 	slices.SortFunc(out, func(a, b schema.KeyValue) int { return strings.Compare(a.Key, b.Key) })
 	return out
+}
+
+// readHistory reads a key's whole history page by page of two records.
+func readHistory(t testing.TB, s *State, q HistoryQuery) []schema.Event {
+	t.Helper()
+	var out []schema.Event
+	q.Limit = 2
+	for {
+		r, err := s.History(q)
+		if err != nil {
+			t.Fatalf("history of %q: %v", q.Key, err)
+		}
+		out = append(out, r.Records...)
+		if !r.More {
+			return out
+		}
+		q.After = r.NextRevision
+	}
+}
+
+// A key's history in a window, both ends included, oldest or newest
+// first; a page never splits a revision; windows the history cannot answer
+// are refused.
+func TestHistoryWindow(t *testing.T) {
+	s := New()
+	for i := 1; i <= 5; i++ {
+		mustApply(t, s, t0, &Put{Key: "k", Value: val(fmt.Sprint(i))}) // revisions 1..5
+	}
+	mustApply(t, s, t0, &Delete{Key: "k"})                                                                                      // 6
+	mustApply(t, s, t0, &Put{Key: "other", Value: val(`0`)})                                                                    // 7
+	mustApply(t, s, t0, &Txn{Success: []TxnOp{{Put: &Put{Key: "k", Value: val(`7`)}}, {Put: &Put{Key: "k", Value: val(`8`)}}}}) // 8
+	revs := func(evs []schema.Event) (out []string) {
+		for _, e := range evs {
+			out = append(out, fmt.Sprintf("%s@%d/%d v%d", e.Type, e.Revision, e.OpIndex, e.Version))
+		}
+		return out
+	}
+	r, err := s.History(HistoryQuery{Key: "k", From: 2, To: 6, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "2..6", revs(r.Records), []string{"put@2/0 v2", "put@3/0 v3", "put@4/0 v4", "put@5/0 v5", "delete@6/0 v0"})
+	eq(t, "the delete's cause", r.Records[4].Cause, schema.CauseDelete)
+	r, _ = s.History(HistoryQuery{Key: "k", From: 5, Limit: 100, NewestFirst: true})
+	eq(t, "5.., newest first", revs(r.Records), []string{"put@8/1 v2", "put@8/0 v1", "delete@6/0 v0", "put@5/0 v5"})
+	// Limit 1 still returns both changes of revision 8.
+	r, _ = s.History(HistoryQuery{Key: "k", From: 7, Limit: 1})
+	eq(t, "one revision whole", revs(r.Records), []string{"put@8/0 v1", "put@8/1 v2"})
+	eq(t, "no more", r.More, false)
+	r, _ = s.History(HistoryQuery{Key: "k", Limit: 2})
+	eq(t, "first page", [3]any{revs(r.Records), r.More, r.NextRevision}, [3]any{[]string{"put@1/0 v1", "put@2/0 v2"}, true, int64(2)})
+	r, _ = s.History(HistoryQuery{Key: "nothing", Limit: 2})
+	eq(t, "a key never written", len(r.Records), 0)
+
+	mustApply(t, s, t0, &Compact{Revision: 3})
+	if _, err := s.History(HistoryQuery{Key: "k", From: 3, Limit: 10}); !errors.Is(err, ErrCompacted) {
+		t.Fatalf("a window starting at the floor: %v", err)
+	}
+	if _, err := s.History(HistoryQuery{Key: "k", To: 9, Limit: 10}); !errors.Is(err, ErrFutureRevision) {
+		t.Fatalf("a window ending in the future: %v", err)
+	}
+	r, _ = s.History(HistoryQuery{Key: "k", Limit: 100})
+	eq(t, "from the floor", revs(r.Records), []string{"put@4/0 v4", "put@5/0 v5", "delete@6/0 v0", "put@8/0 v1", "put@8/1 v2"})
+	eq(t, "the floor", r.CompactRevision, int64(3))
+}
+
+// Compaction is idempotent and never goes back; compacting the future is
+// refused and changes nothing.
+func TestCompact(t *testing.T) {
+	s := New()
+	for i := 1; i <= 4; i++ {
+		mustApply(t, s, t0, &Put{Key: fmt.Sprintf("k%d", i%2), Value: val(fmt.Sprint(i))})
+	}
+	r := mustApply(t, s, t0, &Compact{Revision: 2})
+	eq(t, "reply", *r.Reply.(*schema.KVCompactReply), schema.KVCompactReply{Revision: 4, CompactRevision: 2})
+	eq(t, "no events", len(r.Events), 0)
+	r = mustApply(t, s, t0, &Compact{Revision: 1})
+	eq(t, "lower: no-op", *r.Reply.(*schema.KVCompactReply), schema.KVCompactReply{Revision: 4, CompactRevision: 2})
+	before := snap(t, s)
+	mustFail(t, s, &Compact{Revision: 5}, ErrFutureRevision)
+	eq(t, "refused: unchanged", string(snap(t, s)), string(before))
+	got, err := s.GetAt(GetQuery{Key: "k", IsPrefix: true, Limit: 10}, 2, s.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "read at the floor", keysOf(got.KVs), []string{"k0", "k1"})
+	if _, err := s.GetAt(GetQuery{Key: "k1"}, 1, s.Now()); !errors.Is(err, ErrCompacted) {
+		t.Fatalf("read below the floor: %v", err)
+	}
+	mustApply(t, s, t0, &Compact{Revision: 4})
+	eq(t, "everything compacted", [2]int{s.hist.byRev.Len(), s.hist.byKey.Len()}, [2]int{0, 0})
 }

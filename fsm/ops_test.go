@@ -41,6 +41,7 @@ func goldenCommandCases() []struct {
 		{"keepalive", &KeepAlive{ID: 42, TTL: 60}},
 		{"keepalive-same-ttl", &KeepAlive{ID: MaxLeaseID}},
 		{"revoke", &Revoke{ID: 1 << 40}},
+		{"compact", &Compact{Revision: 123_456}},
 		{"put", &Put{Key: "svc/a.é", Value: val(`{"x":"<&>","n":[1,2.5,null]}`), Lease: 42, PrevKV: true}},
 		{"put-ttl", &Put{Key: "b", Value: val(`"v"`), TTL: 30}},
 		{"delete", &Delete{Key: "a"}},
@@ -297,7 +298,7 @@ func TestOpTable(t *testing.T) {
 // commands ignore them.
 func TestOpsIdempotencyKeys(t *testing.T) {
 	remembered := map[Op]bool{OpGrant: true, OpKeepAlive: true, OpKeepAliveMany: true, OpRevoke: true,
-		OpPut: true, OpDelete: true, OpTxn: true}
+		OpPut: true, OpDelete: true, OpTxn: true, OpCompact: true}
 	for _, op := range declaredOps(t) {
 		eq(t, op.String()+" remembers keys", mutates(op), remembered[op])
 	}

@@ -42,6 +42,9 @@ func TestPropertyInvariants(t *testing.T) {
 			if m.evicted < 5 || m.reapplied < 5 {
 				t.Errorf("idempotency entries evicted %d, keys applied again after eviction %d: too few", m.evicted, m.reapplied)
 			}
+			if cm.manual < 5 {
+				t.Errorf("only %d compactions", cm.manual)
+			}
 			if cm.byCount < 5 || cm.byAge < 5 {
 				t.Errorf("the change-log floor moved by count %d times, by age %d times: too few", cm.byCount, cm.byAge)
 			}
@@ -55,8 +58,9 @@ func TestPropertyInvariants(t *testing.T) {
 type changeModel struct {
 	events []loggedEvent
 	floor  int64
-	// Floor moves that the count limit, or the age limit, required.
-	byCount, byAge int
+	// Floor moves that the count limit, or the age limit, required, and
+	// compactions.
+	byCount, byAge, manual int
 }
 
 // step takes the result of one command and checks the state's change log
@@ -78,6 +82,16 @@ func (cm *changeModel) step(s *State, r Result) error {
 	i := 0
 	for i < len(cm.events) && cm.events[i].event.Revision <= floor {
 		i++
+	}
+	if r.Op == OpCompact && r.Err == nil && !r.Cached {
+		// An operator's compaction moves the floor to where it says, or
+		// nowhere when it is below; the limits have no say.
+		if want := max(cm.floor, r.Reply.(*schema.KVCompactReply).CompactRevision); floor != want {
+			return fmt.Errorf("compaction left the floor at %d, its reply says %d", floor, want)
+		}
+		cm.events, cm.floor = cm.events[i:], floor
+		cm.manual++
+		return nil
 	}
 	if floor > cm.floor {
 		// Every revision has events, so the floor is the revision of the

@@ -101,3 +101,47 @@ type KVChangesReply struct {
 	More            bool    `json:"more"`
 	CompactRevision int64   `json:"compact_revision"`
 }
+
+// KVHistoryRequest is the body of P.kv.history: the versions of one key in
+// [FromRevision, ToRevision], oldest first unless NewestFirst.
+type KVHistoryRequest struct {
+	Key string `json:"key"`
+	// FromRevision and ToRevision bound the window, both ends included;
+	// 0 means from the oldest retained change, and to the present.
+	FromRevision int64 `json:"from_revision,omitempty"`
+	ToRevision   int64 `json:"to_revision,omitempty"`
+	// Limit bounds the records returned; 0 means the default.
+	Limit int `json:"limit,omitempty"`
+	// AfterRevision continues a listing: records after this revision
+	// (before it, when NewestFirst).
+	AfterRevision int64 `json:"after_revision,omitempty"`
+	NewestFirst   bool  `json:"newest_first,omitempty"`
+	Serializable  bool  `json:"serializable,omitempty"`
+}
+
+// KVHistoryReply answers P.kv.history. Each record is the change as its
+// watch event carried it: a put with the value it wrote, or a delete
+// (version 0) with its cause. More says records were left out; the next
+// page asks with AfterRevision = NextRevision. A page never splits the
+// changes of one revision.
+type KVHistoryReply struct {
+	Key             string  `json:"key"`
+	Records         []Event `json:"records"`
+	More            bool    `json:"more"`
+	NextRevision    int64   `json:"next_revision,omitempty"`
+	Revision        int64   `json:"revision"`
+	CompactRevision int64   `json:"compact_revision"`
+}
+
+// KVCompactRequest is the body of P.kv.compact: drop the history at and
+// below Revision.
+type KVCompactRequest struct {
+	Revision int64 `json:"revision"`
+}
+
+// KVCompactReply answers P.kv.compact with the floor after it, which is
+// never lower than before (compacting again is a no-op).
+type KVCompactReply struct {
+	Revision        int64 `json:"revision"`
+	CompactRevision int64 `json:"compact_revision"`
+}
