@@ -49,6 +49,9 @@ type KVGetRequest struct {
 	CountOnly bool   `json:"count_only,omitempty"`
 	// Serializable allows a local read without confirming leadership.
 	Serializable bool `json:"serializable,omitempty"`
+	// Revision reads the keys as they stood right after this revision
+	// committed; 0 means the present.
+	Revision int64 `json:"revision,omitempty"`
 }
 
 // KVGetReply answers P.kv.get. Count is the number of keys matching the

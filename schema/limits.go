@@ -16,6 +16,9 @@ const (
 	// MaxTTL is the longest ttl in seconds (100 years); it keeps the
 	// millisecond deadline arithmetic far from overflow.
 	MaxTTL = 100 * 365 * 24 * 3600
+	// MaxRevision is the largest revision the wire carries: like lease
+	// ids, revisions stay exact in a float64.
+	MaxRevision = 1<<53 - 1
 	// MaxKeepAliveMany is the most leases one keepalive_many renews.
 	MaxKeepAliveMany = 10_000
 	// DefaultListLimit is the records a lease.list or kv.get returns when
@@ -26,6 +29,10 @@ const (
 	// gives no limit; MaxChangesLimit the most it may ask for.
 	DefaultChangesLimit = 100
 	MaxChangesLimit     = 1000
+	// DefaultHistoryLimit is the records a kv.history read returns when it
+	// gives no limit; MaxHistoryLimit the most it may ask for.
+	DefaultHistoryLimit = 100
+	MaxHistoryLimit     = 1000
 	// MaxTxnPrefixLimit bounds a prefix get or delete inside a transaction
 	// (and is its default), so one log entry stays small however many keys
 	// a prefix matches.

@@ -37,10 +37,14 @@ var wantNames = []string{
 	"event",
 	"kv.changes.reply",
 	"kv.changes.request",
+	"kv.compact.reply",
+	"kv.compact.request",
 	"kv.delete.reply",
 	"kv.delete.request",
 	"kv.get.reply",
 	"kv.get.request",
+	"kv.history.reply",
+	"kv.history.request",
 	"kv.put.reply",
 	"kv.put.request",
 	"kv.txn.reply",
@@ -77,6 +81,10 @@ var goTypes = map[string]any{
 	"cluster.status.request":       ClusterStatusRequest{},
 	"error":                        ErrorReply{},
 	"event":                        Event{},
+	"kv.history.request":           KVHistoryRequest{},
+	"kv.history.reply":             KVHistoryReply{},
+	"kv.compact.request":           KVCompactRequest{},
+	"kv.compact.reply":             KVCompactReply{},
 	"kv.changes.reply":             KVChangesReply{},
 	"kv.changes.request":           KVChangesRequest{},
 	"kv.delete.reply":              KVDeleteReply{},
@@ -579,6 +587,10 @@ func TestRoundTrip(t *testing.T) {
 		{"kv.changes.request", KVChangesRequest{Prefix: ptr("svc."), AfterRevision: 1843, AfterOpIndex: ptr(2), Limit: 1000}},
 		{"kv.changes.request", KVChangesRequest{Key: ptr("svc.api.n1"), AfterRevision: 9, AfterOpIndex: ptr(-1), Limit: 1}},
 		{"kv.changes.reply", sampleChangesReply()},
+		{"kv.history.request", KVHistoryRequest{Key: "svc.api.n1", FromRevision: 3, ToRevision: 9, Limit: 10, AfterRevision: 4, NewestFirst: true, Serializable: true}},
+		{"kv.history.reply", KVHistoryReply{Key: "svc.api.n1", Records: sampleChangesReply().Events, More: true, NextRevision: 9, Revision: 12, CompactRevision: 2}},
+		{"kv.compact.request", KVCompactRequest{Revision: 7}},
+		{"kv.compact.reply", KVCompactReply{Revision: 12, CompactRevision: 7}},
 		{"event", Event{Type: EventPut, Key: "svc.api.n1", Value: json.RawMessage(`{"addr":"10.0.0.5"}`), Revision: 9, OpIndex: 0, CreateRevision: 5, ModRevision: 9, Version: 3, Lease: 1, Cause: CausePut}},
 		{"event", Event{Type: EventDelete, Key: "svc.api.n2", Revision: 12, OpIndex: 1, ModRevision: 12, Lease: 1, Cause: CauseLeaseRevoked}},
 		{"error", ErrorReply{Error: Errorf(ErrLeaseNotFound, "lease %d not found", 7)}},
@@ -771,6 +783,9 @@ func validExamples(t *testing.T) []example {
 		{"kv.changes.reply", js(t, KVChangesReply{Events: []Event{}, NextRevision: 0, NextOpIndex: -1, More: false, CompactRevision: 0})},
 		{"kv.changes.reply", js(t, KVChangesReply{Events: []Event{}, NextRevision: 1843, NextOpIndex: -1, More: true, CompactRevision: 1200})}, // scan bound reached
 		{"kv.changes.reply", js(t, sampleChangesReply())},
+		{"kv.history.reply", js(t, KVHistoryReply{Key: key, Records: []Event{}, Revision: 0})},
+		{"kv.history.reply", js(t, KVHistoryReply{Key: key, Records: sampleChangesReply().Events, More: true, NextRevision: 9, Revision: 12, CompactRevision: 2})},
+		{"kv.compact.reply", js(t, KVCompactReply{Revision: 12, CompactRevision: 12})},
 		{"kv.changes.reply", js(t, KVChangesReply{Events: []Event{{Type: EventDelete, Key: key, Revision: 8, OpIndex: 0, ModRevision: 8, Cause: CauseDelete}}, NextRevision: 8, NextOpIndex: 0, More: true, CompactRevision: 3})},
 		// kv.txn
 		{"kv.txn.reply", js(t, sampleTxnReply())},
@@ -891,17 +906,23 @@ func invalidExamples() []example {
 		{"kv.delete.reply", `{"revision":1,"deleted":1,"prev_kvs":{}}`},
 		{"kv.delete.reply", `{"revision":"1","deleted":1}`},
 		// kv.changes
-		{"kv.changes.reply", `{"next_revision":3,"next_op_index":-1,"more":false,"compact_revision":0}`},                                                                                                                                                           // missing events
-		{"kv.changes.reply", `{"events":null,"next_revision":3,"next_op_index":-1,"more":false,"compact_revision":0}`},                                                                                                                                             // events null
-		{"kv.changes.reply", `{"events":[],"next_op_index":-1,"more":false,"compact_revision":0}`},                                                                                                                                                                 // missing next_revision
-		{"kv.changes.reply", `{"events":[],"next_revision":3,"more":false,"compact_revision":0}`},                                                                                                                                                                  // missing next_op_index
-		{"kv.changes.reply", `{"events":[],"next_revision":3,"next_op_index":-1,"compact_revision":0}`},                                                                                                                                                            // missing more
-		{"kv.changes.reply", `{"events":[],"next_revision":3,"next_op_index":-1,"more":false}`},                                                                                                                                                                    // missing compact_revision
-		{"kv.changes.reply", `{"events":[],"next_revision":-1,"next_op_index":-1,"more":false,"compact_revision":0}`},                                                                                                                                              // negative next_revision
-		{"kv.changes.reply", `{"events":[],"next_revision":3,"next_op_index":-2,"more":false,"compact_revision":0}`},                                                                                                                                               // next_op_index below -1
-		{"kv.changes.reply", `{"events":[],"next_revision":3,"next_op_index":-1,"more":"false","compact_revision":0}`},                                                                                                                                             // wrong type
-		{"kv.changes.reply", `{"events":[],"next_revision":3,"next_op_index":-1,"more":false,"compact_revision":-1}`},                                                                                                                                              // negative compact_revision
-		{"kv.changes.reply", `{"events":[],"next_revision":3,"next_op_index":-1,"more":false,"compact_revision":0,"revision":3}`},                                                                                                                                  // unknown field
+		{"kv.history.reply", `{"key":"a","more":false,"revision":3,"compact_revision":0}`},                            // missing records
+		{"kv.history.reply", `{"key":"a","records":null,"more":false,"revision":3,"compact_revision":0}`},             // records null
+		{"kv.history.reply", `{"key":"a","records":[],"more":false,"revision":-3,"compact_revision":0}`},              // negative revision
+		{"kv.history.reply", `{"key":"a","records":[{"type":"put"}],"more":false,"revision":3,"compact_revision":0}`}, // not an event
+		{"kv.compact.reply", `{"revision":3}`},                                                                                    // missing compact_revision
+		{"kv.compact.reply", `{"revision":3,"compact_revision":"1"}`},                                                             // string
+		{"kv.changes.reply", `{"next_revision":3,"next_op_index":-1,"more":false,"compact_revision":0}`},                          // missing events
+		{"kv.changes.reply", `{"events":null,"next_revision":3,"next_op_index":-1,"more":false,"compact_revision":0}`},            // events null
+		{"kv.changes.reply", `{"events":[],"next_op_index":-1,"more":false,"compact_revision":0}`},                                // missing next_revision
+		{"kv.changes.reply", `{"events":[],"next_revision":3,"more":false,"compact_revision":0}`},                                 // missing next_op_index
+		{"kv.changes.reply", `{"events":[],"next_revision":3,"next_op_index":-1,"compact_revision":0}`},                           // missing more
+		{"kv.changes.reply", `{"events":[],"next_revision":3,"next_op_index":-1,"more":false}`},                                   // missing compact_revision
+		{"kv.changes.reply", `{"events":[],"next_revision":-1,"next_op_index":-1,"more":false,"compact_revision":0}`},             // negative next_revision
+		{"kv.changes.reply", `{"events":[],"next_revision":3,"next_op_index":-2,"more":false,"compact_revision":0}`},              // next_op_index below -1
+		{"kv.changes.reply", `{"events":[],"next_revision":3,"next_op_index":-1,"more":"false","compact_revision":0}`},            // wrong type
+		{"kv.changes.reply", `{"events":[],"next_revision":3,"next_op_index":-1,"more":false,"compact_revision":-1}`},             // negative compact_revision
+		{"kv.changes.reply", `{"events":[],"next_revision":3,"next_op_index":-1,"more":false,"compact_revision":0,"revision":3}`}, // unknown field
 		{"kv.changes.reply", `{"events":[{"type":"put","key":"a","value":1,"revision":1,"create_revision":1,"mod_revision":1,"version":1,"lease":0,"cause":"put"}],"next_revision":1,"next_op_index":-1,"more":false,"compact_revision":0}`},                       // an event without op_index
 		{"kv.changes.reply", `{"events":[{"type":"delete","key":"a","value":1,"revision":2,"op_index":0,"create_revision":0,"mod_revision":2,"version":0,"lease":0,"cause":"delete"}],"next_revision":2,"next_op_index":-1,"more":false,"compact_revision":0}`},    // value on a delete event
 		{"kv.changes.reply", `{"events":[{"type":"put","key":"a","value":1,"revision":1,"op_index":0,"create_revision":1,"mod_revision":1,"version":1,"lease":0,"cause":"put","prev":1}],"next_revision":1,"next_op_index":-1,"more":false,"compact_revision":0}`}, // unknown field in an event

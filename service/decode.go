@@ -394,13 +394,86 @@ func (d *decoder) keyOrPrefix(at string, key, prefix *string) (string, bool, *sc
 	return "", false, invalid("%skey or %sprefix is required (prefix \"\" means every key)", at, at)
 }
 
-func (d *decoder) get(data []byte) (fsm.GetQuery, bool, *schema.Error) {
+// getRequest is a decoded kv.get: the query, the revision it reads at (0:
+// the present) and whether it may be served locally.
+type getRequest struct {
+	q            fsm.GetQuery
+	revision     int64
+	serializable bool
+}
+
+func (d *decoder) get(data []byte) (getRequest, *schema.Error) {
 	var req schema.KVGetRequest
 	if e := decodeStrict(data, &req); e != nil {
-		return fsm.GetQuery{}, false, e
+		return getRequest{}, e
 	}
 	q, e := d.buildGet("", req.Key, req.Prefix, req.Limit, req.After, req.KeysOnly, req.CountOnly, schema.MaxListLimit)
-	return q, req.Serializable, e
+	if e != nil {
+		return getRequest{}, e
+	}
+	if e := checkRevision("revision", req.Revision); e != nil {
+		return getRequest{}, e
+	}
+	return getRequest{q: q, revision: req.Revision, serializable: req.Serializable}, nil
+}
+
+// historyRequest is a decoded kv.history.
+type historyRequest struct {
+	q            fsm.HistoryQuery
+	serializable bool
+}
+
+func (d *decoder) history(data []byte) (historyRequest, *schema.Error) {
+	var req schema.KVHistoryRequest
+	if e := decodeStrict(data, &req); e != nil {
+		return historyRequest{}, e
+	}
+	if err := subjects.ValidateKey(req.Key, d.maxKeyBytes); err != nil {
+		return historyRequest{}, keyInvalid("key", err)
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"from_revision", req.FromRevision}, {"to_revision", req.ToRevision}, {"after_revision", req.AfterRevision}} {
+		if e := checkRevision(f.name, f.v); e != nil {
+			return historyRequest{}, e
+		}
+	}
+	if req.ToRevision != 0 && req.FromRevision > req.ToRevision {
+		return historyRequest{}, invalid("from_revision %d is after to_revision %d", req.FromRevision, req.ToRevision)
+	}
+	limit := req.Limit
+	switch {
+	case limit == 0:
+		limit = schema.DefaultHistoryLimit
+	case limit < 0 || limit > schema.MaxHistoryLimit:
+		return historyRequest{}, invalid("limit must be from 1 to %d, not %d", schema.MaxHistoryLimit, limit)
+	}
+	return historyRequest{q: fsm.HistoryQuery{Key: req.Key, From: req.FromRevision, To: req.ToRevision, After: req.AfterRevision,
+		NewestFirst: req.NewestFirst, Limit: limit}, serializable: req.Serializable}, nil
+}
+
+func (d *decoder) compact(data []byte) (*fsm.Compact, *schema.Error) {
+	var req schema.KVCompactRequest
+	if e := decodeStrict(data, &req); e != nil {
+		return nil, e
+	}
+	if req.Revision < 1 {
+		return nil, invalid("revision must be 1 or more, not %d", req.Revision)
+	}
+	if e := checkRevision("revision", req.Revision); e != nil {
+		return nil, e
+	}
+	return &fsm.Compact{Revision: req.Revision}, nil
+}
+
+// checkRevision refuses a revision field that is negative or beyond what
+// JSON numbers carry exactly; 0 is left to the caller's meaning.
+func checkRevision(field string, rev int64) *schema.Error {
+	if rev < 0 || rev > schema.MaxRevision {
+		return invalid("%s must be from 0 to %d, not %d", field, int64(schema.MaxRevision), rev)
+	}
+	return nil
 }
 
 func (d *decoder) buildGet(at string, key, prefix *string, limit int, after string, keysOnly, countOnly bool, maxLimit int) (fsm.GetQuery, *schema.Error) {

@@ -54,7 +54,7 @@ func decodeRequest(svc *Service, ep subjects.Endpoint, body []byte) *schema.Erro
 	case subjects.KVPut:
 		_, _, e = svc.dec.put(body)
 	case subjects.KVGet:
-		_, _, e = svc.dec.get(body)
+		_, e = svc.dec.get(body)
 	case subjects.KVDelete:
 		_, _, e = svc.dec.delete(body)
 	case subjects.KVTxn:

@@ -62,6 +62,13 @@ func ValidRequests() []Example {
 		{"kv.get.request", js(schema.KVGetRequest{Prefix: &prefix, Limit: 100, After: "svc.api.n1", KeysOnly: true})},
 		{"kv.get.request", js(schema.KVGetRequest{Prefix: &empty, CountOnly: true, Serializable: true})},
 		{"kv.get.request", `{"prefix":"svc.ap"}`},
+		{"kv.get.request", `{"prefix":"a","revision":3}`},
+		{"kv.get.request", `{"key":"a","revision":0}`},
+		{"kv.history.request", `{"key":"a"}`},
+		{"kv.history.request", `{"key":"a","from_revision":2,"to_revision":2,"limit":1000,"after_revision":1,"newest_first":true,"serializable":true}`},
+		{"kv.history.request", `{"key":"a","to_revision":5}`},
+		{"kv.compact.request", `{"revision":1}`},
+		{"kv.compact.request", `{"revision":9007199254740991}`},
 		// kv.delete
 		{"kv.delete.request", js(schema.KVDeleteRequest{Key: &key})},
 		{"kv.delete.request", js(schema.KVDeleteRequest{Prefix: &prefix, PrevKV: true})},
@@ -172,7 +179,26 @@ func InvalidRequests() []Example {
 		{"kv.put.request", `{"key":"` + strings.Repeat("k", 1025) + `","value":1}`},
 		{"kv.put.request", `{"key":7,"value":1}`},
 		// kv.get
-		{"kv.get.request", `{}`},                        // neither key nor prefix
+		{"kv.get.request", `{}`}, // neither key nor prefix
+		{"kv.get.request", `{"key":"a","revision":-1}`},
+		{"kv.get.request", `{"key":"a","revision":"3"}`},
+		{"kv.get.request", `{"key":"a","revision":1.5}`},
+		{"kv.history.request", `{}`},
+		{"kv.history.request", `{"prefix":"a"}`},
+		{"kv.history.request", `{"key":"a.*"}`},
+		{"kv.history.request", `{"key":"a","from_revision":-1}`},
+		{"kv.history.request", `{"key":"a","limit":1001}`},
+		{"kv.history.request", `{"key":"a","limit":-1}`},
+		{"kv.history.request", `{"key":"a","after_revision":-3}`},
+		{"kv.history.request", `{"key":"a","newest_first":1}`},
+		{"kv.compact.request", `{}`},
+		{"kv.compact.request", `{"revision":0}`},
+		{"kv.compact.request", `{"revision":-5}`},
+		{"kv.compact.request", `{"revision":9007199254740992}`},
+		{"kv.get.request", `{"key":"a","revision":9007199254740992}`},
+		{"kv.history.request", `{"key":"a","to_revision":9007199254740992}`},
+		{"kv.compact.request", `{"revision":"9"}`},
+		{"kv.compact.request", `{"revision":1,"idempotency_key":"x"}`},
 		{"kv.get.request", `{"limit":10}`},              // neither key nor prefix
 		{"kv.get.request", `{"key":"a","prefix":"a"}`},  // both
 		{"kv.get.request", `{"key":"a","prefix":""}`},   // both
@@ -187,7 +213,6 @@ func InvalidRequests() []Example {
 		{"kv.get.request", `{"prefix":"a","limit":10001}`},
 		{"kv.get.request", `{"prefix":"a","limit":"10"}`},
 		{"kv.get.request", `{"prefix":"a","keys_only":1}`},
-		{"kv.get.request", `{"prefix":"a","revision":3}`}, // unknown field
 		{"kv.get.request", `{"key":null}`},
 		// kv.delete
 		{"kv.delete.request", `{}`},
