@@ -84,16 +84,18 @@ type Limits struct {
 	// IdempotencyRevisions drops entries recorded more than this many
 	// revisions ago.
 	IdempotencyRevisions int64 `json:"idempotency_revisions,omitempty"`
-	// ChangesMax and ChangesMaxAgeMS bound the change log by events and by
-	// lease-clock age; the oldest revisions go first.
-	ChangesMax      int64 `json:"changes_max,omitempty"`
-	ChangesMaxAgeMS int64 `json:"changes_max_age_ms,omitempty"`
+	// HistoryRevisions and HistoryAgeMS bound the history: it keeps the
+	// last HistoryRevisions revisions, none older than HistoryAgeMS of
+	// lease-clock time, whichever keeps less. (The JSON names, in snapshot
+	// headers, are those of the change log the history replaced.)
+	HistoryRevisions int64 `json:"changes_max,omitempty"`
+	HistoryAgeMS     int64 `json:"changes_max_age_ms,omitempty"`
 }
 
 // DefaultLimits are the limits of a new state machine.
 var DefaultLimits = Limits{MaxLeases: schema.DefaultMaxLeases, MaxKeysPerLease: schema.DefaultMaxKeysPerLease,
 	IdempotencyEntries: schema.DefaultIdempotencyEntries, IdempotencyRevisions: schema.DefaultIdempotencyRevisions,
-	ChangesMax: schema.DefaultChangesMax, ChangesMaxAgeMS: schema.DefaultChangesMaxAge.Milliseconds()}
+	HistoryRevisions: schema.DefaultHistoryRevisions, HistoryAgeMS: schema.DefaultHistoryAge.Milliseconds()}
 
 // Command is one decoded log entry.
 type Command struct {

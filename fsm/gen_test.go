@@ -156,11 +156,11 @@ func (g *cmdGen) next(s *State) []byte {
 		// or both; otherwise the defaults.
 		switch g.r.Intn(4) {
 		case 0:
-			l.ChangesMax = 1 + g.r.Int63n(80)
+			l.HistoryRevisions = 1 + g.r.Int63n(80)
 		case 1:
-			l.ChangesMaxAgeMS = 500 + g.r.Int63n(20_000)
+			l.HistoryAgeMS = 500 + g.r.Int63n(20_000)
 		case 2:
-			l.ChangesMax, l.ChangesMaxAgeMS = 1+g.r.Int63n(80), 500+g.r.Int63n(20_000)
+			l.HistoryRevisions, l.HistoryAgeMS = 1+g.r.Int63n(80), 500+g.r.Int63n(20_000)
 		}
 		body = l
 	default:

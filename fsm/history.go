@@ -159,19 +159,18 @@ func (s *State) recordChanges(events []schema.Event, now int64) {
 	s.retain(now)
 }
 
-// retain raises the floor past the oldest revisions while the history holds
-// more than ChangesMax changes or changes older than ChangesMaxAgeMS. A
-// revision goes whole: the floor is always a revision boundary.
+// retain raises the floor so that the history keeps the last
+// HistoryRevisions revisions and none older than HistoryAgeMS, whichever
+// keeps less. A pure function of the state and the command's time, so
+// every replica compacts at the same point of the log.
 func (s *State) retain(now int64) {
 	h := &s.hist
-	for {
+	if floor := s.revision - s.limits.HistoryRevisions; floor > h.floor {
+		s.compactTo(floor)
+	}
+	for s.limits.HistoryAgeMS > 0 {
 		oldest, ok := h.byRev.Min()
-		if !ok {
-			return
-		}
-		tooMany := int64(h.byRev.Len()) > s.limits.ChangesMax
-		tooOld := s.limits.ChangesMaxAgeMS > 0 && oldest.now < now-s.limits.ChangesMaxAgeMS
-		if !tooMany && !tooOld {
+		if !ok || oldest.now >= now-s.limits.HistoryAgeMS {
 			return
 		}
 		s.compactTo(oldest.rev)

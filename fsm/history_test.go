@@ -55,7 +55,7 @@ func TestHistoryReadsMatchTheirTime(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			g := newCmdGen(seed)
 			s := New()
-			mustApply(t, s, g.now, &Limits{MaxLeases: 50, MaxKeysPerLease: 50, ChangesMax: 25, ChangesMaxAgeMS: 60_000})
+			mustApply(t, s, g.now, &Limits{MaxLeases: 50, MaxKeysPerLease: 50, HistoryRevisions: 25, HistoryAgeMS: 60_000})
 			// past[rev] is every key as a present read saw it at rev.
 			past := map[int64][]schema.KeyValue{s.Revision(): pastKVs(getAll(s, s.Now()))}
 			// The model follows the events, revision by revision; an
@@ -210,7 +210,7 @@ func TestHistoryTxnWritesAKeyTwice(t *testing.T) {
 // history nothing.
 func TestHistoryKeepsNothingOfUnchangedKeys(t *testing.T) {
 	s := New()
-	mustApply(t, s, t0, &Limits{MaxLeases: 10, MaxKeysPerLease: 10, ChangesMax: 5, ChangesMaxAgeMS: 60_000})
+	mustApply(t, s, t0, &Limits{MaxLeases: 10, MaxKeysPerLease: 10, HistoryRevisions: 5, HistoryAgeMS: 60_000})
 	for i := 0; i < 100; i++ {
 		mustApply(t, s, t0, &Put{Key: fmt.Sprintf("k%03d", i), Value: val(`1`)})
 	}

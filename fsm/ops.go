@@ -95,7 +95,7 @@ var ops = [...]opSpec{
 	OpSetLimits: opEntry("set_limits", keyIgnored,
 		func(w encoder, b *Limits) encoder {
 			for _, v := range []int64{b.MaxLeases, b.MaxKeysPerLease, b.IdempotencyEntries, b.IdempotencyRevisions,
-				b.ChangesMax, b.ChangesMaxAgeMS} {
+				b.HistoryRevisions, b.HistoryAgeMS} {
 				w.varint(v)
 			}
 			return w
@@ -108,7 +108,7 @@ var ops = [...]opSpec{
 				b.IdempotencyEntries, b.IdempotencyRevisions = d.varint(), d.varint()
 			}
 			if len(d.buf) > 0 {
-				b.ChangesMax, b.ChangesMaxAgeMS = d.varint(), d.varint()
+				b.HistoryRevisions, b.HistoryAgeMS = d.varint(), d.varint()
 			}
 			return b, d
 		},

@@ -49,7 +49,7 @@ func goldenCommandCases() []struct {
 		{"expire", &Expire{IDs: []int64{3, 42, -1}}},
 		{"expire-tick", &Expire{}},
 		{"set_limits", &Limits{MaxLeases: 100_000, MaxKeysPerLease: 10_000, IdempotencyEntries: 7, IdempotencyRevisions: 1 << 33,
-			ChangesMax: 1_000_000, ChangesMaxAgeMS: 24 * 3600 * 1000}},
+			HistoryRevisions: 1_000_000, HistoryAgeMS: 24 * 3600 * 1000}},
 		{"txn", txnShapes()[4]},
 		{"txn-empty", &Txn{}},
 		{"keepalive_many", &KeepAliveMany{IDs: []int64{1, 42, 1 << 53, 42}}},

@@ -104,11 +104,13 @@ func (cm *changeModel) step(s *State, r Result) error {
 		for j > 0 && cm.events[j-1].event.Revision == floor {
 			j--
 		}
-		overCount := int64(len(cm.events)-j) > l.ChangesMax
-		overAge := cm.events[j].now < s.Now()-l.ChangesMaxAgeMS
+		// Keeping revision floor would have kept more revisions than the
+		// limit, or one too old.
+		overCount := s.Revision()-floor+1 > l.HistoryRevisions
+		overAge := cm.events[j].now < s.Now()-l.HistoryAgeMS
 		if !overCount && !overAge {
-			return fmt.Errorf("change-log floor moved %d -> %d, though revision %d (%d events, recorded at %d) fits in the limits %d events / %d ms at %d with %d events after it",
-				cm.floor, floor, floor, i-j, cm.events[j].now, l.ChangesMax, l.ChangesMaxAgeMS, s.Now(), len(cm.events)-i)
+			return fmt.Errorf("change-log floor moved %d -> %d, though revision %d (%d events, recorded at %d) fits in the limits %d revisions / %d ms at revision %d, time %d",
+				cm.floor, floor, floor, i-j, cm.events[j].now, l.HistoryRevisions, l.HistoryAgeMS, s.Revision(), s.Now())
 		}
 		if overCount {
 			cm.byCount++
@@ -118,9 +120,9 @@ func (cm *changeModel) step(s *State, r Result) error {
 		}
 	}
 	cm.events, cm.floor = cm.events[i:], floor
-	if wrote && len(cm.events) > 0 && (int64(len(cm.events)) > l.ChangesMax || cm.events[0].now < s.Now()-l.ChangesMaxAgeMS) {
-		return fmt.Errorf("after a write the change log holds %d events, the oldest recorded at %d; limits %d events / %d ms at %d",
-			len(cm.events), cm.events[0].now, l.ChangesMax, l.ChangesMaxAgeMS, s.Now())
+	if wrote && len(cm.events) > 0 && (s.Revision()-floor > l.HistoryRevisions || cm.events[0].now < s.Now()-l.HistoryAgeMS) {
+		return fmt.Errorf("after a write the history holds revisions %d..%d, the oldest recorded at %d; limits %d revisions / %d ms at %d",
+			floor+1, s.Revision(), cm.events[0].now, l.HistoryRevisions, l.HistoryAgeMS, s.Now())
 	}
 	if s.hist.byRev.Len() != len(cm.events) {
 		return fmt.Errorf("change log holds %d events, the model %d", s.hist.byRev.Len(), len(cm.events))

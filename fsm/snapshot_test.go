@@ -74,7 +74,7 @@ func goldenStepsV3() []step {
 	return append(goldenStepsV2(),
 		// Renews 7 and 1; 42 was never granted, 9 is anonymous.
 		step{t0 + 5_300, Command{Op: OpKeepAliveMany, IdempotencyKey: "client-1:req-3", Body: &KeepAliveMany{IDs: []int64{7, 42, 1, 9}}}},
-		step{t0 + 5_400, &Limits{MaxLeases: 1000, MaxKeysPerLease: 100, ChangesMax: 6, ChangesMaxAgeMS: 4_000}},
+		step{t0 + 5_400, &Limits{MaxLeases: 1000, MaxKeysPerLease: 100, HistoryRevisions: 6, HistoryAgeMS: 4_000}},
 		// rev 13: revisions 1..8 (stamped before t0+1_500) are too old.
 		step{t0 + 5_500, &Put{Key: "v3.a", Value: val(`{"n":3,"s":"<&>"}`)}},
 		// rev 14, two events: 7 events, so revision 9 goes.
@@ -82,6 +82,23 @@ func goldenStepsV3() []step {
 		// rev 15, two events: 8 events, so revisions 10 and 11 go.
 		step{t0 + 5_700, &Delete{Key: "idem.", IsPrefix: true}},
 	)
+}
+
+// goldenStepsV4 are the v3 steps with the history's limits as version 4
+// counts them, in revisions: the last four, none older than 4 s.
+func goldenStepsV4() []step {
+	steps := goldenStepsV3()
+	n := len(goldenStepsV2())
+	steps = append(steps[:n+1:n+1],
+		step{t0 + 5_400, &Limits{MaxLeases: 1000, MaxKeysPerLease: 100, HistoryRevisions: 4, HistoryAgeMS: 4_000}},
+		// rev 13: revisions 1..8 (stamped before t0+1_500) are too old.
+		step{t0 + 5_500, &Put{Key: "v3.a", Value: val(`{"n":3,"s":"<&>"}`)}},
+		// rev 14: the last four are 11..14, so revisions 9 and 10 go.
+		step{t0 + 5_600, &Revoke{ID: 1}},
+		// rev 15: revision 11 goes.
+		step{t0 + 5_700, &Delete{Key: "idem.", IsPrefix: true}},
+	)
+	return steps
 }
 
 // dropChangeHistory makes s what restoring a snapshot of it without a
@@ -116,7 +133,7 @@ func readGoldenFile(t testing.TB, path string) []byte {
 // restore tests. -update rewrites only the current version's file.
 func TestSnapshotGoldenWrite(t *testing.T) {
 	s := New()
-	run(t, s, goldenStepsV3()...)
+	run(t, s, goldenStepsV4()...)
 	got := snap(t, s)
 	if *update {
 		if err := os.MkdirAll(filepath.Dir(goldenV4), 0o755); err != nil {
@@ -143,7 +160,7 @@ func TestSnapshotGoldenV2Restore(t *testing.T) {
 	eq(t, "revision", s.Revision(), int64(12))
 	eq(t, "idempotency entries", s.IdempotencyCount(), 2)
 	eq(t, "limits", s.Limits(), Limits{MaxLeases: 1000, MaxKeysPerLease: 100, IdempotencyEntries: 100_000, IdempotencyRevisions: 10_000,
-		ChangesMax: 1_000_000, ChangesMaxAgeMS: 86_400_000})
+		HistoryRevisions: 1_000_000, HistoryAgeMS: 86_400_000})
 	built := New()
 	run(t, built, goldenStepsV2()...)
 	eq(t, "rewritten", string(snap(t, s)), string(snap(t, dropChangeHistory(built))))
@@ -216,10 +233,10 @@ func TestSnapshotGoldenV4Restore(t *testing.T) {
 	eq(t, "revision", s.Revision(), int64(15))
 	eq(t, "now", s.Now(), int64(now))
 	eq(t, "limits", s.Limits(), Limits{MaxLeases: 1000, MaxKeysPerLease: 100, IdempotencyEntries: 100_000, IdempotencyRevisions: 10_000,
-		ChangesMax: 6, ChangesMaxAgeMS: 4_000})
+		HistoryRevisions: 4, HistoryAgeMS: 4_000})
 	eq(t, "rewritten", string(snap(t, s)), string(data))
 	built := New()
-	run(t, built, goldenStepsV3()...)
+	run(t, built, goldenStepsV4()...)
 	eq(t, "digest", stateDigest(s), stateDigest(built))
 	if err := checkInvariants(s); err != nil {
 		t.Fatal(err)
@@ -277,7 +294,7 @@ func TestSnapshotGoldenV4Restore(t *testing.T) {
 	// The leases the KeepAliveMany renewed, and its remembered reply.
 	eq(t, "lease 7 deadline", s.getLease(7).deadline, int64(t0+5_300+60_000))
 	leaseGone(t, s, 1)
-	retry := goldenStepsV3()[len(goldenStepsV2())].body.(Command)
+	retry := goldenStepsV4()[len(goldenStepsV2())].body.(Command)
 	retry.Now = t0 + 6_000
 	cr := mustCached(t, s, t0+6_000, retry, []byte(`{"leases":[{"id":7,"ttl":60,"remaining_ttl":60,"remaining_ms":60000},{"id":1,"ttl":10,"remaining_ttl":10,"remaining_ms":10000}],"not_found":[42,9]}`))
 	eq(t, "cached: no events", len(cr.Events), 0)
@@ -301,7 +318,7 @@ func TestSnapshotGoldenRestore(t *testing.T) {
 	eq(t, "now", s.Now(), int64(now))
 	// v1 had no idempotency or change-log limits: the defaults apply.
 	eq(t, "limits", s.Limits(), Limits{MaxLeases: 1000, MaxKeysPerLease: 100, IdempotencyEntries: 100_000, IdempotencyRevisions: 10_000,
-		ChangesMax: 1_000_000, ChangesMaxAgeMS: 86_400_000})
+		HistoryRevisions: 1_000_000, HistoryAgeMS: 86_400_000})
 	e, a := s.LeaseCount()
 	eq(t, "lease count", [2]int64{e, a}, [2]int64{2, 1})
 
@@ -554,7 +571,7 @@ func TestRestoreReadError(t *testing.T) {
 	}{
 		{goldenV1, dropChangeHistory(goldenState(t))},
 		{goldenV3, dropChangeHistory(goldenStateV3(t))},
-		{goldenV4, v3},
+		{goldenV4, goldenStateV4(t)},
 	} {
 		golden := readGoldenFile(t, g.path)
 		s := New()
@@ -661,7 +678,7 @@ func TestSnapshotLayoutV3(t *testing.T) {
 		t.Fatal(err)
 	}
 	eq(t, "header", h, snapshotHeader{Format: SnapshotFormat, Version: 3, Revision: 15, NextLeaseID: 11, Now: t0 + 5_700,
-		Limits: Limits{MaxLeases: 1000, MaxKeysPerLease: 100, IdempotencyEntries: 100_000, IdempotencyRevisions: 10_000, ChangesMax: 6, ChangesMaxAgeMS: 4_000},
+		Limits: Limits{MaxLeases: 1000, MaxKeysPerLease: 100, IdempotencyEntries: 100_000, IdempotencyRevisions: 10_000, HistoryRevisions: 6, HistoryAgeMS: 4_000},
 		Leases: 2, Keys: 4, Idempotency: 3, IdempotencySeq: 3, Changes: 6, CompactRevision: 11})
 	eq(t, "lines", len(lines), 1+2+4+3+6)
 	var got [][3]int64
@@ -868,4 +885,10 @@ func badV4Snapshots(t testing.TB) []badSnapshot {
 		{"v4: the floor above the revision", mutateLine(golden, 0, replace(`"compact_revision":11`, `"compact_revision":16`))},
 		{"v4: unknown history field", set(0, replace(`{"key"`, `{"ttl":3,"key"`))},
 	}
+}
+
+func goldenStateV4(t testing.TB) *State {
+	s := New()
+	run(t, s, goldenStepsV4()...)
+	return s
 }

@@ -228,11 +228,11 @@ func (l Limits) withDefaults() Limits {
 	if l.IdempotencyRevisions <= 0 {
 		l.IdempotencyRevisions = DefaultLimits.IdempotencyRevisions
 	}
-	if l.ChangesMax <= 0 {
-		l.ChangesMax = DefaultLimits.ChangesMax
+	if l.HistoryRevisions <= 0 {
+		l.HistoryRevisions = DefaultLimits.HistoryRevisions
 	}
-	if l.ChangesMaxAgeMS <= 0 {
-		l.ChangesMaxAgeMS = DefaultLimits.ChangesMaxAgeMS
+	if l.HistoryAgeMS <= 0 {
+		l.HistoryAgeMS = DefaultLimits.HistoryAgeMS
 	}
 	return l
 }

@@ -65,8 +65,8 @@ const (
 	// replies, none older than DefaultIdempotencyRevisions revisions.
 	DefaultIdempotencyEntries   = 100_000
 	DefaultIdempotencyRevisions = 10_000
-	// The change log keeps at most DefaultChangesMax events, none older
-	// than DefaultChangesMaxAge of lease-clock time.
-	DefaultChangesMax    = 1_000_000
-	DefaultChangesMaxAge = 24 * time.Hour
+	// The history keeps the last DefaultHistoryRevisions revisions, none
+	// older than DefaultHistoryAge of lease-clock time, whichever keeps less.
+	DefaultHistoryRevisions = 1_000_000
+	DefaultHistoryAge       = 24 * time.Hour
 )

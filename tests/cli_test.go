@@ -673,6 +673,7 @@ func TestCLIConnection(t *testing.T) {
 }
 
 func TestCLIWatch(t *testing.T) {
+	// The old flag name still works.
 	n := startNode(t, nodeOpts{flags: []string{"--changes-max", "8"}})
 	c := newCLI(t, n.natsURL)
 	c.ok("kv", "put", "svc.before", "0") // rev 1
