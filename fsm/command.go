@@ -60,6 +60,10 @@ type Put struct {
 type Delete struct {
 	Key      string
 	IsPrefix bool
+	// IsRange deletes [Key, RangeEnd), RangeEnd "" meaning to the end of
+	// the keyspace.
+	IsRange  bool
+	RangeEnd string
 	PrevKV   bool
 	// Limit, when positive, makes a prefix delete that matches more keys
 	// than this fail with ErrTooLarge instead of deleting them (used in
@@ -171,8 +175,14 @@ func (w encoder) put(p *Put) encoder {
 
 func (w encoder) delete(d *Delete) encoder {
 	w.bytes([]byte(d.Key))
-	w.flags(d.IsPrefix, d.PrevKV)
+	w.flags(d.IsPrefix, d.PrevKV, d.IsRange)
 	w.varint(d.Limit)
+	// Only a range delete writes its end, flagged above: every entry
+	// written before ranges existed, and every delete in a transaction,
+	// reads as before.
+	if d.IsRange {
+		w.bytes([]byte(d.RangeEnd))
+	}
 	return w
 }
 
@@ -221,8 +231,11 @@ func (d decoder) put() (*Put, decoder) {
 func (d decoder) delete() (*Delete, decoder) {
 	del := &Delete{Key: string(d.bytes())}
 	f := d.flags()
-	del.IsPrefix, del.PrevKV = f&1 != 0, f&2 != 0
+	del.IsPrefix, del.PrevKV, del.IsRange = f&1 != 0, f&2 != 0, f&4 != 0
 	del.Limit = d.varint()
+	if del.IsRange {
+		del.RangeEnd = string(d.bytes())
+	}
 	return del, d
 }
 

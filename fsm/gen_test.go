@@ -242,6 +242,13 @@ func (g *cmdGen) delete(inTxn bool) *Delete {
 		}
 	} else if g.r.Intn(3) == 0 {
 		d.Key, d.IsPrefix = genPrefixes[g.r.Intn(len(genPrefixes))], true
+		if g.r.Intn(4) == 0 {
+			// A range instead, sometimes to the end of the keyspace.
+			d.IsPrefix, d.IsRange = false, true
+			if g.r.Intn(3) > 0 {
+				d.RangeEnd = genPrefixes[g.r.Intn(len(genPrefixes))]
+			}
+		}
 	}
 	return d
 }

@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"math"
-	"strings"
 
 	"github.com/google/btree"
 
@@ -237,6 +236,10 @@ func (h history) next(v *version) *version {
 type ChangesQuery struct {
 	Key      string
 	IsPrefix bool
+	// IsRange reads the changes of [Key, RangeEnd), RangeEnd "" meaning
+	// to the end of the keyspace.
+	IsRange  bool
+	RangeEnd string
 	// AfterRevision and AfterOpIndex: events strictly after this position.
 	// AfterOpIndex -1 means after the whole revision.
 	AfterRevision int64
@@ -268,8 +271,9 @@ func (s *State) Changes(q ChangesQuery) (*schema.KVChangesReply, error) {
 	}
 	posRev, posOp := q.AfterRevision, q.AfterOpIndex
 	scanned, size := 0, 0
+	sp := spanOf(q.Key, q.IsPrefix, q.IsRange, q.RangeEnd)
 	s.hist.byRev.AscendGreaterOrEqual(start, func(v *version) bool {
-		if v.key == q.Key || (q.IsPrefix && strings.HasPrefix(v.key, q.Key)) {
+		if sp.contains(v.key) {
 			n := len(v.key) + recordOverhead
 			if v.rec != nil {
 				n += len(v.rec.value)

@@ -322,3 +322,59 @@ func TestCompact(t *testing.T) {
 	mustApply(t, s, t0, &Compact{Revision: 4})
 	eq(t, "everything compacted", [2]int{s.hist.byRev.Len(), s.hist.byKey.Len()}, [2]int{0, 0})
 }
+
+// Ranges are byte-wise and half-open: [start, end), no end meaning the end
+// of the keyspace; a prefix is the range it spans. Reads (now and at a
+// revision), deletes and the change log agree on what a range holds.
+func TestRanges(t *testing.T) {
+	s := New()
+	keys := []string{"a", "a.b", "b", "svc", "svc.a", "svc.z", "svcx.a", "z", "z.z"}
+	for _, k := range keys {
+		mustApply(t, s, t0, &Put{Key: k, Value: val(`1`)})
+	}
+	rev := s.Revision()
+	for _, c := range []struct {
+		start, end string
+		want       []string
+	}{
+		{"a.b", "svc.a", []string{"a.b", "b", "svc"}},
+		{"svc", "svcx", []string{"svc", "svc.a", "svc.z"}},
+		{"svc.", "svc/", []string{"svc.a", "svc.z"}}, // the token-aware spelling of prefix svc.
+		{"svcx", "", []string{"svcx.a", "z", "z.z"}},
+		{"", "b", []string{"a", "a.b"}},
+		{"", "", keys},
+		{"c", "d", []string{}},
+	} {
+		q := GetQuery{Key: c.start, IsRange: true, RangeEnd: c.end, Limit: 100}
+		eq(t, fmt.Sprintf("[%q, %q) now", c.start, c.end), keysOf(s.Get(q, s.Now()).KVs), c.want)
+		r, err := s.GetAt(q, rev, s.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		eq(t, fmt.Sprintf("[%q, %q) at %d", c.start, c.end, rev), keysOf(r.KVs), c.want)
+		q.Limit, q.After = 1, c.start
+		if len(c.want) > 1 {
+			q.After = c.want[0]
+			eq(t, fmt.Sprintf("[%q, %q) after %q", c.start, c.end, c.want[0]), keysOf(s.Get(q, s.Now()).KVs), c.want[1:2])
+		}
+		ch, err := s.Changes(ChangesQuery{Key: c.start, IsRange: true, RangeEnd: c.end, AfterOpIndex: -1, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		changed := []string{}
+		for _, e := range ch.Events {
+			changed = append(changed, e.Key)
+		}
+		eq(t, fmt.Sprintf("[%q, %q) changes", c.start, c.end), changed, c.want)
+	}
+	r := mustApply(t, s, t0, &Delete{Key: "a.b", IsRange: true, RangeEnd: "svc.a", PrevKV: true})
+	eq(t, "deleted", keysOf(r.Reply.(*schema.KVDeleteReply).PrevKVs), []string{"a.b", "b", "svc"})
+	eq(t, "left", keysOf(getAll(s, s.Now())), []string{"a", "svc.a", "svc.z", "svcx.a", "z", "z.z"})
+	mustApply(t, s, t0, &Delete{Key: "svcx", IsRange: true})
+	eq(t, "left after a range to the end", keysOf(getAll(s, s.Now())), []string{"a", "svc.a", "svc.z"})
+	old, err := s.GetAt(GetQuery{Key: "", IsRange: true, Limit: 100}, rev, s.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "everything, as it was", keysOf(old.KVs), keys)
+}

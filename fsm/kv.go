@@ -1,8 +1,6 @@
 package fsm
 
 import (
-	"strings"
-
 	"github.com/concord-io/concord/schema"
 )
 
@@ -155,15 +153,16 @@ func (s *State) delete(now int64, d *Delete) (any, []schema.Event, error) {
 // limit that matches more keys than it fails with ErrTooLarge.
 func (s *State) victims(d *Delete) ([]*record, error) {
 	var victims []*record
-	if !d.IsPrefix {
+	if !d.IsPrefix && !d.IsRange {
 		if r := s.getRecord(d.Key); r != nil {
 			victims = append(victims, r)
 		}
 		return victims, nil
 	}
 	var over bool
-	s.kv.AscendGreaterOrEqual(&record{key: d.Key}, func(r *record) bool {
-		if !strings.HasPrefix(r.key, d.Key) {
+	sp := spanOf(d.Key, d.IsPrefix, d.IsRange, d.RangeEnd)
+	s.kv.AscendGreaterOrEqual(&record{key: sp.start}, func(r *record) bool {
+		if sp.past(r.key) {
 			return false
 		}
 		if d.Limit > 0 && int64(len(victims)) >= d.Limit {

@@ -42,6 +42,8 @@ func goldenCommandCases() []struct {
 		{"keepalive-same-ttl", &KeepAlive{ID: MaxLeaseID}},
 		{"revoke", &Revoke{ID: 1 << 40}},
 		{"compact", &Compact{Revision: 123_456}},
+		{"delete-range", &Delete{Key: "svc.a", IsRange: true, RangeEnd: "svc.m", PrevKV: true}},
+		{"delete-range-to-end", &Delete{Key: "z", IsRange: true}},
 		{"put", &Put{Key: "svc/a.é", Value: val(`{"x":"<&>","n":[1,2.5,null]}`), Lease: 42, PrevKV: true}},
 		{"put-ttl", &Put{Key: "b", Value: val(`"v"`), TTL: 30}},
 		{"delete", &Delete{Key: "a"}},

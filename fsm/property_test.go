@@ -30,7 +30,7 @@ func TestPropertyInvariants(t *testing.T) {
 			cov := newCoverage()
 			m := newIdemModel()
 			cm := &changeModel{}
-			for i := 0; i < 2500; i++ {
+			for i := 0; i < 3000; i++ {
 				entry := g.next(s)
 				if err := checkStep(s, entry, cov, m, cm); err != nil {
 					t.Fatalf("seed %d entry %d: %v", seed, i, err)

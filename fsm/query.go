@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"encoding/json"
-	"strings"
 
 	"github.com/concord-io/concord/schema"
 )
@@ -17,7 +16,13 @@ var emptyObject = json.RawMessage(`{}`)
 type GetQuery struct {
 	Key      string
 	IsPrefix bool
-	// After skips keys up to and including this one (prefix reads only).
+	// IsRange reads [Key, RangeEnd), RangeEnd "" meaning to the end of the
+	// keyspace. Not carried by transactions, whose gets take a key or a
+	// prefix.
+	IsRange  bool
+	RangeEnd string
+	// After skips keys up to and including this one (prefix and range
+	// reads only).
 	After     string
 	Limit     int
 	KeysOnly  bool
@@ -41,7 +46,7 @@ func (s *State) GetAt(q GetQuery, rev int64, now int64) (*schema.KVGetReply, err
 		return nil, err
 	}
 	reply := &schema.KVGetReply{Revision: rev, KVs: []schema.KeyValue{}}
-	if !q.IsPrefix {
+	if !q.IsPrefix && !q.IsRange {
 		if r := s.recordAt(q.Key, rev); r != nil {
 			reply.Count = 1
 			if !q.CountOnly {
@@ -50,7 +55,8 @@ func (s *State) GetAt(q GetQuery, rev int64, now int64) (*schema.KVGetReply, err
 		}
 		return reply, nil
 	}
-	start, end := q.Key, prefixEnd(q.Key)
+	sp := spanOf(q.Key, q.IsPrefix, q.IsRange, q.RangeEnd)
+	start, end := sp.start, sp.end
 	if q.After >= start {
 		start = q.After + "\x00"
 	}
@@ -84,6 +90,33 @@ func historicalKeyValue(r *record, keysOnly bool) schema.KeyValue {
 	return kv
 }
 
+// span is the keys a read, a delete or a change-log read covers: one key,
+// or the byte-wise half-open range [start, end), end "" meaning no end.
+type span struct {
+	start, end string
+	single     bool
+}
+
+func spanOf(key string, isPrefix, isRange bool, rangeEnd string) span {
+	switch {
+	case isRange:
+		return span{start: key, end: rangeEnd}
+	case isPrefix:
+		return span{start: key, end: prefixEnd(key)}
+	}
+	return span{start: key, end: key + "\x00", single: true}
+}
+
+func (sp span) contains(key string) bool {
+	if sp.single {
+		return key == sp.start
+	}
+	return key >= sp.start && (sp.end == "" || key < sp.end)
+}
+
+// past reports whether key lies past the span's end.
+func (sp span) past(key string) bool { return sp.end != "" && key >= sp.end }
+
 // prefixEnd returns the smallest key above every key with the prefix, or
 // "" when there is none (the prefix is empty or all 0xff bytes).
 func prefixEnd(prefix string) string {
@@ -100,7 +133,7 @@ func prefixEnd(prefix string) string {
 // Get answers a read; remaining lease time is measured at now.
 func (s *State) Get(q GetQuery, now int64) *schema.KVGetReply {
 	reply := &schema.KVGetReply{Revision: s.revision, KVs: []schema.KeyValue{}}
-	if !q.IsPrefix {
+	if !q.IsPrefix && !q.IsRange {
 		if r := s.getRecord(q.Key); r != nil {
 			reply.Count = 1
 			if !q.CountOnly {
@@ -109,13 +142,14 @@ func (s *State) Get(q GetQuery, now int64) *schema.KVGetReply {
 		}
 		return reply
 	}
-	start := q.Key
+	sp := spanOf(q.Key, q.IsPrefix, q.IsRange, q.RangeEnd)
+	start := sp.start
 	if q.After >= start {
 		start = q.After + "\x00" // the smallest key after q.After
 	}
 	size := 0
 	s.kv.AscendGreaterOrEqual(&record{key: start}, func(r *record) bool {
-		if !strings.HasPrefix(r.key, q.Key) {
+		if sp.past(r.key) {
 			return false
 		}
 		reply.Count++

@@ -41,6 +41,10 @@ type KVPutReply struct {
 type KVGetRequest struct {
 	Key    *string `json:"key,omitempty"`
 	Prefix *string `json:"prefix,omitempty"`
+	// RangeStart and RangeEnd select the byte-wise range [RangeStart,
+	// RangeEnd); without RangeEnd, to the end of the keyspace.
+	RangeStart *string `json:"range_start,omitempty"`
+	RangeEnd   *string `json:"range_end,omitempty"`
 	// Limit bounds the records returned; 0 means the default.
 	Limit int `json:"limit,omitempty"`
 	// After continues a prefix listing after this key.
@@ -67,7 +71,11 @@ type KVGetReply struct {
 type KVDeleteRequest struct {
 	Key    *string `json:"key,omitempty"`
 	Prefix *string `json:"prefix,omitempty"`
-	PrevKV bool    `json:"prev_kv,omitempty"`
+	// RangeStart and RangeEnd select the byte-wise range [RangeStart,
+	// RangeEnd); without RangeEnd, to the end of the keyspace.
+	RangeStart *string `json:"range_start,omitempty"`
+	RangeEnd   *string `json:"range_end,omitempty"`
+	PrevKV     bool    `json:"prev_kv,omitempty"`
 	// IdempotencyKey: as for KVPutRequest.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
@@ -84,6 +92,10 @@ type KVDeleteReply struct {
 type KVChangesRequest struct {
 	Key    *string `json:"key,omitempty"`
 	Prefix *string `json:"prefix,omitempty"`
+	// RangeStart and RangeEnd select the byte-wise range [RangeStart,
+	// RangeEnd); without RangeEnd, to the end of the keyspace.
+	RangeStart *string `json:"range_start,omitempty"`
+	RangeEnd   *string `json:"range_end,omitempty"`
 	// AfterRevision: events of later revisions. AfterOpIndex, when set,
 	// continues inside AfterRevision after that op_index (a reply that
 	// stopped part-way through a revision says where).

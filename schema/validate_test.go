@@ -586,6 +586,7 @@ func TestRoundTrip(t *testing.T) {
 		{"kv.delete.reply", KVDeleteReply{Revision: 11, Deleted: 2, PrevKVs: []KeyValue{sampleKV(true), sampleKV(false)}}},
 		{"kv.changes.request", KVChangesRequest{Prefix: ptr("svc."), AfterRevision: 1843, AfterOpIndex: ptr(2), Limit: 1000}},
 		{"kv.changes.request", KVChangesRequest{Key: ptr("svc.api.n1"), AfterRevision: 9, AfterOpIndex: ptr(-1), Limit: 1}},
+		{"kv.changes.request", KVChangesRequest{RangeStart: ptr("svc."), RangeEnd: ptr("svc/"), AfterRevision: 9, AfterOpIndex: ptr(0), Limit: 5}},
 		{"kv.changes.reply", sampleChangesReply()},
 		{"kv.history.request", KVHistoryRequest{Key: "svc.api.n1", FromRevision: 3, ToRevision: 9, Limit: 10, AfterRevision: 4, NewestFirst: true, Serializable: true}},
 		{"kv.history.reply", KVHistoryReply{Key: "svc.api.n1", Records: sampleChangesReply().Events, More: true, NextRevision: 9, Revision: 12, CompactRevision: 2}},
@@ -629,6 +630,7 @@ func TestRoundTrip(t *testing.T) {
 		if r, ok := c.v.(KVChangesRequest); ok {
 			changesKinds["key"] = changesKinds["key"] || r.Key != nil
 			changesKinds["prefix"] = changesKinds["prefix"] || r.Prefix != nil
+			changesKinds["range"] = changesKinds["range"] || (r.RangeStart != nil && r.RangeEnd != nil)
 		}
 		if r, ok := c.v.(KVTxnReply); ok {
 			txnKinds[fmt.Sprintf("succeeded=%v", r.Succeeded)] = true
@@ -664,7 +666,7 @@ func TestRoundTrip(t *testing.T) {
 			t.Errorf("no kv.txn.reply round-trip case with %s", kind)
 		}
 	}
-	for _, kind := range []string{"key", "prefix"} {
+	for _, kind := range []string{"key", "prefix", "range"} {
 		if !changesKinds[kind] {
 			t.Errorf("no kv.changes.request round-trip case with %s", kind)
 		}
@@ -724,8 +726,8 @@ func assertPopulated(t *testing.T, label string, v reflect.Value) {
 				// May be zero or absent by the rules; other cases cover them.
 			case v.Type() == reflect.TypeFor[TxnResponse]():
 				// Exactly one of Put, Get and Delete is set.
-			case v.Type() == reflect.TypeFor[KVChangesRequest]() && (f.Name == "Key" || f.Name == "Prefix"):
-				// Exactly one of Key and Prefix is set.
+			case v.Type() == reflect.TypeFor[KVChangesRequest]() && slices.Contains([]string{"Key", "Prefix", "RangeStart", "RangeEnd"}, f.Name):
+				// Exactly one of Key, Prefix and RangeStart is set.
 			default:
 				if fv.IsZero() {
 					t.Errorf("%s: round-trip value leaves %s.%s unset", label, v.Type(), f.Name)

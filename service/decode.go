@@ -266,14 +266,15 @@ func (d *decoder) changes(data []byte) (fsm.ChangesQuery, *schema.Error) {
 	if e := decodeStrict(data, &req); e != nil {
 		return fsm.ChangesQuery{}, e
 	}
-	key, isPrefix, e := d.keyOrPrefix("", req.Key, req.Prefix)
+	sel, e := d.selection(req.Key, req.Prefix, req.RangeStart, req.RangeEnd)
 	if e != nil {
 		return fsm.ChangesQuery{}, e
 	}
+	key, isPrefix := sel.key, sel.isPrefix
 	if req.AfterRevision < 0 {
 		return fsm.ChangesQuery{}, invalid("after_revision must be 0 or more, not %d", req.AfterRevision)
 	}
-	q := fsm.ChangesQuery{Key: key, IsPrefix: isPrefix, AfterRevision: req.AfterRevision, AfterOpIndex: -1, Limit: req.Limit}
+	q := fsm.ChangesQuery{Key: key, IsPrefix: isPrefix, IsRange: sel.isRange, RangeEnd: sel.rangeEnd, AfterRevision: req.AfterRevision, AfterOpIndex: -1, Limit: req.Limit}
 	if req.AfterOpIndex != nil {
 		if *req.AfterOpIndex < -1 {
 			return fsm.ChangesQuery{}, invalid("after_op_index must be -1 or more, not %d", *req.AfterOpIndex)
@@ -378,6 +379,59 @@ func (d *decoder) buildPut(at, key string, value json.RawMessage, lease, ttl *in
 	return p, nil
 }
 
+// selection is the keys a request names: one key, a prefix, or the
+// byte-wise range [key, rangeEnd), rangeEnd "" meaning no end.
+type selection struct {
+	key      string
+	isPrefix bool
+	isRange  bool
+	rangeEnd string
+}
+
+// selection checks that exactly one of key, prefix and range_start is
+// given, and a range_end only with range_start, after it.
+func (d *decoder) selection(key, prefix, rangeStart, rangeEnd *string) (selection, *schema.Error) {
+	if rangeStart == nil {
+		if rangeEnd != nil {
+			return selection{}, invalid("range_end needs range_start: a range is [range_start, range_end)")
+		}
+		k, isPrefix, e := d.keyOrPrefix("", key, prefix)
+		return selection{key: k, isPrefix: isPrefix}, e
+	}
+	if key != nil || prefix != nil {
+		return selection{}, invalid("give one of key, prefix and range_start, not several")
+	}
+	if e := d.checkRangeBound("range_start", *rangeStart); e != nil {
+		return selection{}, e
+	}
+	sel := selection{key: *rangeStart, isRange: true}
+	if rangeEnd != nil {
+		if e := d.checkRangeBound("range_end", *rangeEnd); e != nil {
+			return selection{}, e
+		}
+		if *rangeEnd <= *rangeStart {
+			return selection{}, invalid("range_end %q must sort after range_start %q (byte-wise); leave range_end out to read to the end of the keyspace", shorten(*rangeEnd), shorten(*rangeStart))
+		}
+		sel.rangeEnd = *rangeEnd
+	}
+	return sel, nil
+}
+
+// checkRangeBound checks one end of a range: printable ASCII without
+// spaces, at most the longest key. A bound need not be a key: "svc/" ends
+// the range of every key under "svc.".
+func (d *decoder) checkRangeBound(field, b string) *schema.Error {
+	if len(b) > d.maxKeyBytes {
+		return invalid("%s is %d bytes long, more than the %d allowed", field, len(b), d.maxKeyBytes)
+	}
+	for i := 0; i < len(b); i++ {
+		if b[i] < 0x21 || b[i] > 0x7e {
+			return invalid("%s must be printable ASCII without spaces (0x21-0x7E)", field)
+		}
+	}
+	return nil
+}
+
 // keyOrPrefix checks that exactly one of key and prefix is given.
 func (d *decoder) keyOrPrefix(at string, key, prefix *string) (string, bool, *schema.Error) {
 	switch {
@@ -407,7 +461,19 @@ func (d *decoder) get(data []byte) (getRequest, *schema.Error) {
 	if e := decodeStrict(data, &req); e != nil {
 		return getRequest{}, e
 	}
-	q, e := d.buildGet("", req.Key, req.Prefix, req.Limit, req.After, req.KeysOnly, req.CountOnly, schema.MaxListLimit)
+	sel, e := d.selection(req.Key, req.Prefix, req.RangeStart, req.RangeEnd)
+	if e != nil {
+		return getRequest{}, e
+	}
+	var q fsm.GetQuery
+	if sel.isRange {
+		var limit int
+		if limit, e = checkLimit("", req.Limit, schema.MaxListLimit); e == nil {
+			q = fsm.GetQuery{Key: sel.key, IsRange: true, RangeEnd: sel.rangeEnd, After: req.After, Limit: limit, KeysOnly: req.KeysOnly, CountOnly: req.CountOnly}
+		}
+	} else {
+		q, e = d.buildGet("", req.Key, req.Prefix, req.Limit, req.After, req.KeysOnly, req.CountOnly, schema.MaxListLimit)
+	}
 	if e != nil {
 		return getRequest{}, e
 	}
@@ -496,9 +562,9 @@ func (d *decoder) delete(data []byte) (*fsm.Delete, string, *schema.Error) {
 	if e := decodeStrict(data, &req); e != nil {
 		return nil, "", e
 	}
-	key, isPrefix, e := d.keyOrPrefix("", req.Key, req.Prefix)
+	sel, e := d.selection(req.Key, req.Prefix, req.RangeStart, req.RangeEnd)
 	if e != nil {
 		return nil, "", e
 	}
-	return &fsm.Delete{Key: key, IsPrefix: isPrefix, PrevKV: req.PrevKV}, req.IdempotencyKey, nil
+	return &fsm.Delete{Key: sel.key, IsPrefix: sel.isPrefix, IsRange: sel.isRange, RangeEnd: sel.rangeEnd, PrevKV: req.PrevKV}, req.IdempotencyKey, nil
 }

@@ -152,7 +152,7 @@ func decodeErrorCases() []decodeErrorCase {
 		{subjects.LeaseGrant, `  {ttl:5}`, schema.ErrInvalidRequest, `the request body is not valid JSON: invalid character 't' looking for beginning of object key string (at byte 4)`},
 		{subjects.KVPut, `{"key":"a","value":tru}`, schema.ErrInvalidRequest, `the request body is not valid JSON: invalid character '}' in literal true (expecting 'e') (at byte 23)`},
 		{subjects.LeaseGrant, `{"tll":5}`, schema.ErrInvalidRequest, `unknown field "tll": the fields of the request are ttl, id and metadata`},
-		{subjects.KVDelete, `{"key":"a","recursive":true}`, schema.ErrInvalidRequest, `unknown field "recursive": the fields of the request are key, prefix, prev_kv and idempotency_key`},
+		{subjects.KVDelete, `{"key":"a","recursive":true}`, schema.ErrInvalidRequest, `unknown field "recursive": the fields of the request are key, prefix, range_start, range_end, prev_kv and idempotency_key`},
 		{subjects.ClusterSnapshot, `{"force":true}`, schema.ErrInvalidRequest, `unknown field "force": the fields of the request are id, address and cluster_id`},
 
 		// Kinds of values, by their JSON path.
