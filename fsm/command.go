@@ -54,6 +54,10 @@ type Put struct {
 	Lease  int64
 	TTL    int64
 	PrevKV bool
+	// ContentType and Metadata are stored with the value and returned
+	// unchanged; a put without them clears them.
+	ContentType string
+	Metadata    json.RawMessage
 }
 
 // Delete removes one key, or every key with a prefix when IsPrefix is set.
@@ -169,7 +173,14 @@ func (w encoder) put(p *Put) encoder {
 	w.bytes(p.Value)
 	w.varint(p.Lease)
 	w.varint(p.TTL)
-	w.flags(p.PrevKV)
+	extra := p.ContentType != "" || len(p.Metadata) > 0
+	w.flags(p.PrevKV, extra)
+	// Only a put that carries them writes them, flagged above: entries
+	// written before they existed read as before.
+	if extra {
+		w.bytes([]byte(p.ContentType))
+		w.bytes(p.Metadata)
+	}
 	return w
 }
 
@@ -224,7 +235,14 @@ func (d decoder) put() (*Put, decoder) {
 	if p.Value == nil && d.err == nil {
 		d.err = errors.New("put without a value")
 	}
-	p.PrevKV = d.flags()&1 != 0
+	f := d.flags()
+	p.PrevKV = f&1 != 0
+	if f&2 != 0 {
+		p.ContentType = string(d.bytes())
+		if m := d.bytes(); len(m) > 0 {
+			p.Metadata = json.RawMessage(m)
+		}
+	}
 	return p, d
 }
 

@@ -228,6 +228,10 @@ func (g *cmdGen) put(s *State) *Put {
 	case 4, 5, 6:
 		pt.TTL = g.ttl()
 	}
+	if g.r.Intn(5) == 0 {
+		pt.ContentType = []string{"", "application/json", "text/plain; charset=utf-8"}[g.r.Intn(3)]
+		pt.Metadata = []json.RawMessage{nil, json.RawMessage(`{"owner":"o1"}`), json.RawMessage(`{}`)}[g.r.Intn(3)]
+	}
 	return pt
 }
 

@@ -64,7 +64,7 @@ func (v *version) event() schema.Event {
 	return schema.Event{
 		Type: schema.EventPut, Key: r.key, Value: r.value, Revision: v.rev, OpIndex: int(v.op),
 		CreateRevision: r.createRevision, ModRevision: r.modRevision, Version: r.version,
-		Lease: r.lease, Cause: causeNames[v.cause],
+		Lease: r.lease, Cause: causeNames[v.cause], ContentType: r.contentType(), Metadata: r.metadata(),
 	}
 }
 
@@ -150,7 +150,8 @@ func (s *State) recordChanges(events []schema.Event, now int64) {
 		} else {
 			// A later operation of the same transaction changed the key
 			// again: this version is no longer live.
-			v.rec = &record{key: e.Key, value: e.Value, createRevision: e.CreateRevision, modRevision: e.ModRevision, version: e.Version, lease: e.Lease}
+			v.rec = &record{key: e.Key, value: e.Value, createRevision: e.CreateRevision, modRevision: e.ModRevision, version: e.Version, lease: e.Lease,
+				extra: newExtra(e.ContentType, e.Metadata)}
 		}
 		h.byRev.ReplaceOrInsert(v)
 		h.byKey.ReplaceOrInsert(v)

@@ -75,7 +75,8 @@ func TestHistoryReadsMatchTheirTime(t *testing.T) {
 				events = append(events, res.Events...)
 				for j, e := range res.Events {
 					if e.Type == schema.EventPut {
-						model[e.Key] = schema.KeyValue{Key: e.Key, Value: e.Value, CreateRevision: e.CreateRevision, ModRevision: e.ModRevision, Version: e.Version, Lease: e.Lease}
+						model[e.Key] = schema.KeyValue{Key: e.Key, Value: e.Value, CreateRevision: e.CreateRevision, ModRevision: e.ModRevision, Version: e.Version, Lease: e.Lease,
+							ContentType: e.ContentType, Metadata: e.Metadata}
 					} else {
 						delete(model, e.Key)
 					}
@@ -377,4 +378,40 @@ func TestRanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	eq(t, "everything, as it was", keysOf(old.KVs), keys)
+}
+
+// A put's content type and metadata are stored and returned unchanged, in
+// reads now and at a revision, history and events; a put without them
+// clears them, since a put replaces the record.
+func TestPutContentTypeAndMetadata(t *testing.T) {
+	s := New()
+	r := mustApply(t, s, t0, &Put{Key: "cfg", Value: val(`{"v":1}`), ContentType: "application/json", Metadata: val(`{"owner":"ops"}`)})
+	eq(t, "event", [2]any{r.Events[0].ContentType, string(r.Events[0].Metadata)}, [2]any{"application/json", `{"owner":"ops"}`})
+	kv := getKey(t, s, "cfg")
+	eq(t, "read", [2]any{kv.ContentType, string(kv.Metadata)}, [2]any{"application/json", `{"owner":"ops"}`})
+	mustApply(t, s, t0, &Put{Key: "cfg", Value: val(`{"v":2}`)})
+	kv = getKey(t, s, "cfg")
+	eq(t, "cleared by a plain put", [2]any{kv.ContentType, len(kv.Metadata)}, [2]any{"", 0})
+	old, err := s.GetAt(GetQuery{Key: "cfg"}, 1, s.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "at revision 1", [2]any{old.KVs[0].ContentType, string(old.KVs[0].Metadata)}, [2]any{"application/json", `{"owner":"ops"}`})
+	mustApply(t, s, t0, &Put{Key: "cfg", Value: val(`3`), ContentType: "text/plain"})
+	keysOnly := s.Get(GetQuery{Key: "cfg", KeysOnly: true}, s.Now())
+	eq(t, "keys only leaves them out with the value", [2]any{keysOnly.KVs[0].ContentType, len(keysOnly.KVs[0].Value)}, [2]any{"", 0})
+	h, err := s.History(HistoryQuery{Key: "cfg", Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cts []string
+	for _, e := range h.Records {
+		cts = append(cts, e.ContentType+"|"+string(e.Metadata))
+	}
+	eq(t, "history", cts, []string{`application/json|{"owner":"ops"}`, "|", "text/plain|"})
+	data := snap(t, s)
+	if !bytes.Equal(snap(t, restored(t, data)), data) {
+		t.Fatal("snapshot round trip")
+	}
+	eq(t, "restored", getKey(t, restored(t, data), "cfg").ContentType, "text/plain")
 }

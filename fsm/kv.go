@@ -111,7 +111,8 @@ func (s *State) putAt(now, rev int64, p *Put) (*schema.KVPutReply, schema.Event,
 			s.detach(cur.id, p.Key)
 		}
 	}
-	rec := &record{key: p.Key, value: p.Value, createRevision: rev, modRevision: rev, version: 1, lease: leaseID}
+	rec := &record{key: p.Key, value: p.Value, createRevision: rev, modRevision: rev, version: 1, lease: leaseID,
+		extra: newExtra(p.ContentType, p.Metadata)}
 	if old != nil {
 		rec.createRevision = old.createRevision
 		rec.version = old.version + 1
@@ -129,6 +130,8 @@ func (s *State) putAt(now, rev int64, p *Put) (*schema.KVPutReply, schema.Event,
 		Version:        rec.version,
 		Lease:          leaseID,
 		Cause:          schema.CausePut,
+		ContentType:    rec.contentType(),
+		Metadata:       rec.metadata(),
 	}
 	return reply, ev, nil
 }
@@ -214,6 +217,7 @@ func (s *State) keyValue(r *record, now int64, keysOnly bool) schema.KeyValue {
 	}
 	if !keysOnly {
 		kv.Value = r.value
+		kv.ContentType, kv.Metadata = r.contentType(), r.metadata()
 	}
 	if r.lease != 0 {
 		if l := s.getLease(r.lease); l != nil {

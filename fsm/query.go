@@ -86,6 +86,7 @@ func historicalKeyValue(r *record, keysOnly bool) schema.KeyValue {
 	kv := schema.KeyValue{Key: r.key, CreateRevision: r.createRevision, ModRevision: r.modRevision, Version: r.version, Lease: r.lease}
 	if !keysOnly {
 		kv.Value = r.value
+		kv.ContentType, kv.Metadata = r.contentType(), r.metadata()
 	}
 	return kv
 }

@@ -97,6 +97,18 @@ type snapshotKV struct {
 	ModRevision    int64           `json:"mod_revision"`
 	Version        int64           `json:"version"`
 	Lease          int64           `json:"lease,omitempty"`
+	// Since version 4, when the put carried them.
+	ContentType string          `json:"content_type,omitempty"`
+	Metadata    json.RawMessage `json:"metadata,omitempty"`
+}
+
+func snapshotKVOf(r *record) snapshotKV {
+	return snapshotKV{r.key, r.value, r.createRevision, r.modRevision, r.version, r.lease, r.contentType(), r.metadata()}
+}
+
+func (sk *snapshotKV) record() *record {
+	return &record{key: sk.Key, value: sk.Value, createRevision: sk.CreateRevision, modRevision: sk.ModRevision, version: sk.Version, lease: sk.Lease,
+		extra: newExtra(sk.ContentType, sk.Metadata)}
 }
 
 // Snapshot captures the state. Attachments and the deadline index are not
@@ -135,7 +147,7 @@ func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	})
 	if err == nil {
 		sn.kv.Ascend(func(r *record) bool {
-			err = enc.Encode(snapshotKV{r.key, r.value, r.createRevision, r.modRevision, r.version, r.lease})
+			err = enc.Encode(snapshotKVOf(r))
 			return err == nil
 		})
 	}
@@ -152,7 +164,8 @@ func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
 				if live, ok := sn.kv.Get(r); ok && live == r {
 					sv.Live = true
 				} else {
-					sv.Record = &snapshotKV{r.key, r.value, r.createRevision, r.modRevision, r.version, r.lease}
+					kv := snapshotKVOf(r)
+					sv.Record = &kv
 				}
 			}
 			err = enc.Encode(sv)
@@ -209,7 +222,7 @@ func readSnapshot(r io.Reader) (*State, error) {
 		if sk.Key == "" || len(sk.Value) == 0 || s.getRecord(sk.Key) != nil {
 			return nil, fmt.Errorf("%w: key %d of %d: empty, valueless or duplicate key %q", ErrBadSnapshot, i+1, h.Keys, sk.Key)
 		}
-		rec := &record{key: sk.Key, value: sk.Value, createRevision: sk.CreateRevision, modRevision: sk.ModRevision, version: sk.Version, lease: sk.Lease}
+		rec := sk.record()
 		if rec.lease != 0 {
 			l := s.getLease(rec.lease)
 			if l == nil {
@@ -316,7 +329,7 @@ func (s *State) readHistory(dec *json.Decoder, n int) error {
 			if sk.Key != sv.Key || len(sk.Value) == 0 || sk.ModRevision != sv.Revision {
 				return bad("its record does not match it")
 			}
-			v.rec = &record{key: sk.Key, value: sk.Value, createRevision: sk.CreateRevision, modRevision: sk.ModRevision, version: sk.Version, lease: sk.Lease}
+			v.rec = sk.record()
 		}
 		switch {
 		case v.key == "" || v.cause == 0 || v.rev < 1 || v.rev > s.revision || v.op < 0 || v.now > s.now:

@@ -22,6 +22,37 @@ type record struct {
 	modRevision    int64
 	version        int64
 	lease          int64
+	// extra holds the put's content type and metadata; nil, one pointer,
+	// for the many records without them.
+	extra *recordExtra
+}
+
+// recordExtra is what a put may carry besides its value, stored and
+// returned unchanged.
+type recordExtra struct {
+	contentType string
+	metadata    json.RawMessage
+}
+
+func newExtra(contentType string, metadata json.RawMessage) *recordExtra {
+	if contentType == "" && len(metadata) == 0 {
+		return nil
+	}
+	return &recordExtra{contentType: contentType, metadata: metadata}
+}
+
+func (r *record) contentType() string {
+	if r.extra == nil {
+		return ""
+	}
+	return r.extra.contentType
+}
+
+func (r *record) metadata() json.RawMessage {
+	if r.extra == nil {
+		return nil
+	}
+	return r.extra.metadata
 }
 
 // lease is one lease. Immutable once in the tree, like record.

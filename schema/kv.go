@@ -14,6 +14,10 @@ type KeyValue struct {
 	Lease int64 `json:"lease,omitempty"`
 	// RemainingMS is the time left on the key's lease, when it has one.
 	RemainingMS *int64 `json:"remaining_ms,omitempty"`
+	// ContentType and Metadata are what the put that wrote the value
+	// carried, stored and returned unchanged, never interpreted.
+	ContentType string          `json:"content_type,omitempty"`
+	Metadata    json.RawMessage `json:"metadata,omitempty"`
 }
 
 // KVPutRequest is the body of P.kv.put.
@@ -26,6 +30,10 @@ type KVPutRequest struct {
 	// TTL attaches the key to a new anonymous lease of this many seconds.
 	TTL    *int64 `json:"ttl,omitempty"`
 	PrevKV bool   `json:"prev_kv,omitempty"`
+	// ContentType and Metadata are stored with the value and returned
+	// unchanged; a put without them clears them.
+	ContentType string          `json:"content_type,omitempty"`
+	Metadata    json.RawMessage `json:"metadata,omitempty"`
 	// IdempotencyKey makes a retry return the first reply instead of
 	// applying twice (the Concord-Idempotency-Key header means the same).
 	IdempotencyKey string `json:"idempotency_key,omitempty"`

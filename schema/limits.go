@@ -37,6 +37,10 @@ const (
 	// (and is its default), so one log entry stays small however many keys
 	// a prefix matches.
 	MaxTxnPrefixLimit = 1000
+	// MaxContentTypeBytes bounds a put's content_type, printable ASCII;
+	// MaxPutMetadataBytes its metadata, a JSON object, compact.
+	MaxContentTypeBytes = 256
+	MaxPutMetadataBytes = 4 << 10
 	// MaxIdempotencyKeyBytes is the longest idempotency key: the cache
 	// holds up to IdempotencyEntries of them.
 	MaxIdempotencyKeyBytes = 256

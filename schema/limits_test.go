@@ -81,6 +81,7 @@ func TestSchemaLimitsMatchGo(t *testing.T) {
 		"defs#/$defs/key/maxLength":                                     subjects.MaxKeyBytes,
 		"defs#/$defs/prefix/maxLength":                                  subjects.MaxKeyBytes,
 		"defs#/$defs/range_bound/maxLength":                             subjects.MaxKeyBytes,
+		"defs#/$defs/content_type/maxLength":                            MaxContentTypeBytes,
 		"kv.get.request#/properties/range_end/minLength":                1,
 		"kv.delete.request#/properties/range_end/minLength":             1,
 		"kv.changes.request#/properties/range_end/minLength":            1,

@@ -240,7 +240,7 @@ func TestObjectSchemasClosed(t *testing.T) {
 			if obj["type"] != "object" {
 				return
 			}
-			if strings.HasSuffix(ptr, "/$defs/metadata") {
+			if strings.HasSuffix(ptr, "/$defs/metadata") || strings.HasSuffix(ptr, "/$defs/put_metadata") {
 				return // free-form user data
 			}
 			if obj["additionalProperties"] != false {
@@ -487,6 +487,8 @@ func sampleKV(leased bool) KeyValue {
 	if leased {
 		kv.Lease = 1
 		kv.RemainingMS = ptr[int64](8712)
+		kv.ContentType = "application/json"
+		kv.Metadata = json.RawMessage(`{"owner":"ops"}`)
 	}
 	return kv
 }
@@ -593,6 +595,8 @@ func TestRoundTrip(t *testing.T) {
 		{"kv.compact.request", KVCompactRequest{Revision: 7}},
 		{"kv.compact.reply", KVCompactReply{Revision: 12, CompactRevision: 7}},
 		{"event", Event{Type: EventPut, Key: "svc.api.n1", Value: json.RawMessage(`{"addr":"10.0.0.5"}`), Revision: 9, OpIndex: 0, CreateRevision: 5, ModRevision: 9, Version: 3, Lease: 1, Cause: CausePut}},
+		{"event", Event{Type: EventPut, Key: "config.db", Value: json.RawMessage(`1`), Revision: 9, OpIndex: 1, CreateRevision: 5, ModRevision: 9, Version: 3, Lease: 1, Cause: CausePut,
+			ContentType: "application/json", Metadata: json.RawMessage(`{"owner":"ops"}`)}},
 		{"event", Event{Type: EventDelete, Key: "svc.api.n2", Revision: 12, OpIndex: 1, ModRevision: 12, Lease: 1, Cause: CauseLeaseRevoked}},
 		{"error", ErrorReply{Error: Errorf(ErrLeaseNotFound, "lease %d not found", 7)}},
 		{"error", ErrorReply{Error: Errorf(ErrIdempotencyConflict, "idempotency key %q was used for a different request", "n1:req-1842")}},
@@ -722,7 +726,7 @@ func assertPopulated(t *testing.T, label string, v reflect.Value) {
 			f := v.Type().Field(i)
 			fv := v.Field(i)
 			switch {
-			case slices.Contains([]string{"OpIndex", "Anonymous", "CreateRevision", "Version", "Value", "Lease", "RemainingMS", "Keys", "Succeeded"}, f.Name):
+			case slices.Contains([]string{"OpIndex", "Anonymous", "CreateRevision", "Version", "Value", "Lease", "RemainingMS", "Keys", "Succeeded", "ContentType", "Metadata"}, f.Name):
 				// May be zero or absent by the rules; other cases cover them.
 			case v.Type() == reflect.TypeFor[TxnResponse]():
 				// Exactly one of Put, Get and Delete is set.
@@ -894,7 +898,6 @@ func invalidExamples() []example {
 		{"kv.put.reply", `{}`},
 		{"kv.put.reply", `{"revision":0}`},
 		{"kv.put.reply", `{"revision":5,"prev_kv":null}`},
-		{"kv.put.reply", `{"revision":5,"prev_kv":{"key":"a","value":1,"create_revision":1,"mod_revision":1,"version":1,"lease":1}}`},        // lease without remaining_ms
 		{"kv.put.reply", `{"revision":5,"prev_kv":{"key":"a","value":1,"create_revision":1,"mod_revision":1,"version":1,"remaining_ms":5}}`}, // remaining_ms without lease
 		{"kv.put.reply", `{"revision":5,"prev_kv":{"key":"a","value":1,"create_revision":1,"mod_revision":1,"version":0}}`},                  // version 0
 		{"kv.put.reply", `{"revision":5,"prev_kv":{"key":"a","value":1,"mod_revision":1,"version":1}}`},                                      // missing create_revision

@@ -345,7 +345,37 @@ func (d *decoder) put(data []byte) (*fsm.Put, string, *schema.Error) {
 		return nil, "", e
 	}
 	p, e := d.buildPut("", req.Key, req.Value, req.Lease, req.TTL, req.PrevKV)
+	if e == nil {
+		e = checkPutExtra("", p, req.ContentType, req.Metadata)
+	}
 	return p, req.IdempotencyKey, e
+}
+
+// checkPutExtra checks a put's content_type and metadata and sets them on
+// p: a content type is printable ASCII of at most MaxContentTypeBytes; the
+// metadata a JSON object of at most MaxPutMetadataBytes compact (null
+// reads as none).
+func checkPutExtra(at string, p *fsm.Put, contentType string, metadata json.RawMessage) *schema.Error {
+	if len(contentType) > schema.MaxContentTypeBytes {
+		return invalid("%scontent_type is %d bytes long, more than the %d allowed", at, len(contentType), schema.MaxContentTypeBytes)
+	}
+	for i := 0; i < len(contentType); i++ {
+		if c := contentType[i]; c < 0x20 || c > 0x7e {
+			return invalid("%scontent_type must be printable ASCII (such as application/json), without control characters", at)
+		}
+	}
+	p.ContentType = contentType
+	if len(metadata) > 0 && !bytes.Equal(metadata, []byte("null")) {
+		md := compactJSON(metadata)
+		if md[0] != '{' {
+			return invalid("%smetadata must be a JSON object, not %s", at, jsonKind(md))
+		}
+		if len(md) > schema.MaxPutMetadataBytes {
+			return tooLarge(at+"metadata", len(md), schema.MaxPutMetadataBytes)
+		}
+		p.Metadata = md
+	}
+	return nil
 }
 
 // buildPut checks a put's fields; at prefixes the field names in error

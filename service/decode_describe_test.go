@@ -182,7 +182,7 @@ func decodeErrorCases() []decodeErrorCase {
 		// refused value is the one described.
 		{subjects.LeaseGrant, `{"TTL":"x","tll":1}`, schema.ErrInvalidRequest, `ttl must be a whole number of seconds, not the string "x"`},
 		{subjects.LeaseGrant, `{"ttl":5,"metadata":{"a":1},"x":` + `"` + strings.Repeat("é", 40) + `"}`, schema.ErrInvalidRequest, `unknown field "x": the fields of the request are ttl, id and metadata`},
-		{subjects.KVPut, `{"key":"` + strings.Repeat("k", 70) + `","value":1,"` + strings.Repeat("f", 70) + `":1}`, schema.ErrInvalidRequest, `unknown field "` + strings.Repeat("f", 64) + `...": the fields of the request are key, value, lease, ttl, prev_kv and idempotency_key`},
+		{subjects.KVPut, `{"key":"` + strings.Repeat("k", 70) + `","value":1,"` + strings.Repeat("f", 70) + `":1}`, schema.ErrInvalidRequest, `unknown field "` + strings.Repeat("f", 64) + `...": the fields of the request are key, value, lease, ttl, prev_kv, content_type, metadata and idempotency_key`},
 
 		// Leases.
 		{subjects.LeaseGrant, `{}`, schema.ErrInvalidRequest, `ttl is required: the lease's time to live in whole seconds, at least 1 second`},
