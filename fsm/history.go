@@ -316,6 +316,10 @@ func (s *State) revisionHasMore(rev int64, opIndex int) bool {
 	return more
 }
 
+// HistoryChanges is the number of changes the history holds above its
+// floor.
+func (s *State) HistoryChanges() int { return s.hist.byRev.Len() }
+
 // CompactRevision is the history's floor: the changes at or below it are
 // gone, and the keyspace can be read at any revision from it on.
 func (s *State) CompactRevision() int64 { return s.hist.floor }
@@ -443,6 +447,11 @@ func (s *State) History(q HistoryQuery) (*schema.KVHistoryReply, error) {
 	}
 	if q.To > s.revision {
 		return nil, errf(ErrFutureRevision, "to_revision %d is in the future; the current revision is %d", q.To, s.revision)
+	}
+	// A listing continued past records that were compacted since its
+	// last page must say so, or the reader would skip them unknowing.
+	if q.After != 0 && ((!q.NewestFirst && q.After < h.floor) || (q.NewestFirst && q.After-1 <= h.floor && q.After-1 >= max(q.From, 1))) {
+		return nil, errf(ErrCompacted, "revisions up to %d are compacted; the history continued after %d is gone in part", h.floor, q.After)
 	}
 	lo, hi := max(q.From, h.floor+1), s.revision
 	if q.To != 0 {

@@ -294,6 +294,17 @@ func TestHistoryWindow(t *testing.T) {
 	}
 	r, _ = s.History(HistoryQuery{Key: "k", Limit: 100})
 	eq(t, "from the floor", revs(r.Records), []string{"put@4/0 v4", "put@5/0 v5", "delete@6/0 v0", "put@8/0 v1", "put@8/1 v2"})
+	// A listing continued from before the floor: its next records are gone.
+	if _, err := s.History(HistoryQuery{Key: "k", After: 2, Limit: 10}); !errors.Is(err, ErrCompacted) {
+		t.Fatalf("continued from below the floor: %v", err)
+	}
+	r, err = s.History(HistoryQuery{Key: "k", After: 3, Limit: 10})
+	if err != nil || len(r.Records) != 5 {
+		t.Fatalf("continued from the floor: %v, %v", r, err)
+	}
+	if _, err := s.History(HistoryQuery{Key: "k", After: 4, NewestFirst: true, Limit: 10}); !errors.Is(err, ErrCompacted) {
+		t.Fatalf("newest first, continued down to the floor: %v", err)
+	}
 	eq(t, "the floor", r.CompactRevision, int64(3))
 }
 

@@ -609,7 +609,7 @@ func TestRoundTrip(t *testing.T) {
 		{"cluster.remove.request", ClusterRemoveRequest{ID: "n3"}},
 		{"cluster.remove.reply", ClusterRemoveReply{Members: sampleMembers(true)[:2]}},
 		{"cluster.status.request", ClusterStatusRequest{Hash: true}},
-		{"cluster.status.reply", ClusterStatusReply{ClusterID: sampleClusterID, Leader: "n1", Term: 3, Revision: 1843, Members: sampleMembers(true), Conflict: sampleConflict}},
+		{"cluster.status.reply", ClusterStatusReply{ClusterID: sampleClusterID, Leader: "n1", Term: 3, Revision: 1843, CompactRevision: 843, Members: sampleMembers(true), Conflict: sampleConflict}},
 		{"cluster.snapshot.request", ClusterSnapshotRequest{}},
 		{"cluster.snapshot.reply", ClusterSnapshotReply{Index: 1850}},
 		{"cluster.backup.request", ClusterBackupRequest{}},
