@@ -352,22 +352,30 @@ func (s *State) checkReadRevision(rev int64) error {
 // ascendAt calls f, in key order, with every key in [start, end) (end ""
 // means no end) as it stood at revision rev, until f returns false: the
 // live keys that have not changed since, and the versions the history
-// holds of the others.
+// holds of the others. It reads the two trees side by side, a page at a
+// time so neither callback runs inside the other, and looks nothing up
+// twice: a read of many keys costs one pass over each tree.
 func (s *State) ascendAt(start, end string, rev int64, f func(r *record) bool) {
 	inRange := func(k string) bool { return end == "" || k < end }
-	// Two ordered streams, merged: live records and the history's keys.
-	// Each is read a page at a time so neither callback runs inside the
-	// other.
-	const page = 64
-	liveFrom, histFrom := start, start
-	var live []*record
-	var hist []string
+	// histKey is one key of the history: its newest version at or below
+	// rev, nil when it has none there.
+	type histKey struct {
+		key string
+		at  *version
+	}
+	const page = 256
+	liveFrom := &record{key: start}
+	histFrom := &version{key: start, rev: math.MinInt64}
+	live := make([]*record, 0, page)
+	hist := make([]histKey, 0, page)
+	li, hi := 0, 0 // the next unread of each page
 	liveDone, histDone := false, false
 	for {
-		if len(live) == 0 && !liveDone {
-			live = live[:0]
-			s.kv.AscendGreaterOrEqual(&record{key: liveFrom}, func(r *record) bool {
+		if li == len(live) && !liveDone {
+			live, li = live[:0], 0
+			s.kv.AscendGreaterOrEqual(liveFrom, func(r *record) bool {
 				if !inRange(r.key) {
+					liveDone = true
 					return false
 				}
 				live = append(live, r)
@@ -377,21 +385,24 @@ func (s *State) ascendAt(start, end string, rev int64, f func(r *record) bool) {
 				liveDone = true
 			}
 			if len(live) > 0 {
-				liveFrom = live[len(live)-1].key + "\x00"
+				liveFrom = &record{key: live[len(live)-1].key + "\x00"}
 			}
 		}
-		if len(hist) == 0 && !histDone {
-			hist = hist[:0]
-			s.hist.byKey.AscendGreaterOrEqual(&version{key: histFrom, rev: math.MinInt64}, func(v *version) bool {
+		if hi == len(hist) && !histDone {
+			hist, hi = hist[:0], 0
+			s.hist.byKey.AscendGreaterOrEqual(histFrom, func(v *version) bool {
 				if !inRange(v.key) {
 					histDone = true
 					return false
 				}
-				if len(hist) == 0 || hist[len(hist)-1] != v.key {
+				if len(hist) == 0 || hist[len(hist)-1].key != v.key {
 					if len(hist) == page {
 						return false
 					}
-					hist = append(hist, v.key)
+					hist = append(hist, histKey{key: v.key})
+				}
+				if v.rev <= rev {
+					hist[len(hist)-1].at = v
 				}
 				return true
 			})
@@ -399,22 +410,34 @@ func (s *State) ascendAt(start, end string, rev int64, f func(r *record) bool) {
 				histDone = true
 			}
 			if len(hist) > 0 {
-				histFrom = hist[len(hist)-1] + "\x00"
+				histFrom = &version{key: hist[len(hist)-1].key + "\x00", rev: math.MinInt64}
 			}
 		}
-		if len(live) == 0 && len(hist) == 0 {
-			return
-		}
-		var key string
+		var r *record
 		switch {
-		case len(hist) == 0 || (len(live) > 0 && live[0].key < hist[0]):
-			key, live = live[0].key, live[1:]
-		case len(live) == 0 || hist[0] < live[0].key:
-			key, hist = hist[0], hist[1:]
-		default: // the same key in both
-			key, live, hist = live[0].key, live[1:], hist[1:]
+		case li == len(live) && hi == len(hist):
+			return
+		case hi == len(hist) || (li < len(live) && live[li].key < hist[hi].key):
+			// Live, with no version in the history: it has not changed
+			// since the floor, or came after rev.
+			if live[li].modRevision <= rev {
+				r = live[li]
+			}
+			li++
+		default:
+			h := hist[hi]
+			hi++
+			if li < len(live) && live[li].key == h.key {
+				if live[li].modRevision <= rev {
+					r = live[li]
+				}
+				li++
+			}
+			if r == nil && h.at != nil {
+				r = h.at.rec // nil for a delete
+			}
 		}
-		if r := s.recordAt(key, rev); r != nil && !f(r) {
+		if r != nil && !f(r) {
 			return
 		}
 	}
