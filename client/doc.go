@@ -18,6 +18,12 @@
 //	_, err = c.DeleteKey(ctx, "app.x")
 //	page, err := c.GetPrefix(ctx, "app.")            // and DeletePrefix
 //
+// Reads at a past revision, a key's history and compaction:
+//
+//	kv, err := c.GetKey(ctx, "app.x", client.AtRevision(rev)) // as it stood at rev (GetPrefix too)
+//	for e, err := range c.HistoryAll(ctx, "app.x", client.FromRevision(rev)) { ... } // every put and delete since
+//	_, err = c.Compact(ctx, rev)                              // operators: drop the history below rev
+//
 // Get, Put and Delete take the typed requests of package schema, with every
 // option the API has.
 //

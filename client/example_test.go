@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/concord-io/concord/client"
+	"github.com/concord-io/concord/schema"
 )
 
 type clientT = client.Client
@@ -196,4 +197,45 @@ func ExampleClient_Watch() {
 	// Output:
 	// put cfg.a 1
 	// delete cfg.a
+}
+
+// Read a key as it stood at a past revision, and list what happened to it:
+// every put with its value, and the delete with its cause.
+func ExampleClient_HistoryAll() {
+	c, err := client.Connect(client.URL(serverURL))
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	first, err := c.PutKey(ctx, "config.db", json.RawMessage(`{"host":"db1"}`))
+	if err != nil {
+		panic(err)
+	}
+	if _, err := c.PutKey(ctx, "config.db", json.RawMessage(`{"host":"db2"}`)); err != nil {
+		panic(err)
+	}
+	if _, err := c.DeleteKey(ctx, "config.db"); err != nil {
+		panic(err)
+	}
+	then, err := c.GetKey(ctx, "config.db", client.AtRevision(first.Revision)) // as it was then
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("at the first put:", string(then.Value))
+	for e, err := range c.HistoryAll(ctx, "config.db", client.FromRevision(first.Revision)) { // every page
+		if err != nil {
+			panic(err)
+		}
+		if e.Type == schema.EventPut {
+			fmt.Println("put", string(e.Value))
+		} else {
+			fmt.Println("delete, cause", e.Cause)
+		}
+	}
+	// Output:
+	// at the first put: {"host":"db1"}
+	// put {"host":"db1"}
+	// put {"host":"db2"}
+	// delete, cause delete
 }

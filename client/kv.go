@@ -11,17 +11,46 @@ import (
 
 // The plain forms of the common key calls. They take the key as a string
 // and build the typed request, which stays available (Get, Put, Delete)
-// for everything else: limits, pagination, keys_only, prev_kv,
-// serializable reads.
+// for everything else: limits, keys_only, prev_kv, serializable reads.
 
 // ErrKeyNotFound is returned by GetKey for a key that does not exist. The
 // server answers such a read with no records, not with an error; only
 // GetKey turns that into one.
 var ErrKeyNotFound = errors.New("concord: key not found")
 
-// GetKey reads one key. A key that does not exist gives ErrKeyNotFound.
-func (c *Client) GetKey(ctx context.Context, key string) (*schema.KeyValue, error) {
-	r, err := c.Get(ctx, schema.KVGetRequest{Key: &key})
+// GetOption sets an optional field of the request GetKey and GetPrefix
+// send.
+type GetOption func(*schema.KVGetRequest)
+
+// AtRevision reads the keys as they stood right after revision rev
+// committed: values, create and mod revisions, versions and leases as they
+// were then, without RemainingMS (a past record has no time left to tell).
+// 0 means the present. A revision below the compaction floor gives
+// ErrCompacted (its description names the floor); one above the current
+// revision gives ErrInvalidRequest.
+//
+// To page through a prefix as one snapshot, read the first page, then pass
+// AtRevision(first.Revision) with AfterKey on every later page: writes made
+// meanwhile do not show.
+func AtRevision(rev int64) GetOption {
+	return func(r *schema.KVGetRequest) { r.Revision = rev }
+}
+
+// AfterKey continues a GetPrefix listing after key, the last key of the
+// page before. It applies to prefix reads only; GetKey refuses it with
+// ErrInvalidRequest.
+func AfterKey(key string) GetOption {
+	return func(r *schema.KVGetRequest) { r.After = key }
+}
+
+// GetKey reads one key. A key that does not exist (or, with AtRevision,
+// did not exist then) gives ErrKeyNotFound.
+func (c *Client) GetKey(ctx context.Context, key string, opts ...GetOption) (*schema.KeyValue, error) {
+	req := schema.KVGetRequest{Key: &key}
+	for _, o := range opts {
+		o(&req)
+	}
+	r, err := c.Get(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -33,10 +62,15 @@ func (c *Client) GetKey(ctx context.Context, key string) (*schema.KeyValue, erro
 
 // GetPrefix reads the keys that start with prefix ("" means every key), in
 // key order, up to the server's default limit of 1000. The reply's
-// Revision is the one to Watch from; when More is set, continue with Get
-// and After set to the last key.
-func (c *Client) GetPrefix(ctx context.Context, prefix string) (*schema.KVGetReply, error) {
-	return c.Get(ctx, schema.KVGetRequest{Prefix: &prefix})
+// Revision is the one to Watch from; when More is set, continue with
+// AfterKey set to the last key (and AtRevision set to the first page's
+// Revision, for one consistent snapshot).
+func (c *Client) GetPrefix(ctx context.Context, prefix string, opts ...GetOption) (*schema.KVGetReply, error) {
+	req := schema.KVGetRequest{Prefix: &prefix}
+	for _, o := range opts {
+		o(&req)
+	}
+	return c.Get(ctx, req)
 }
 
 // DeleteKey deletes one key; deleting a key that does not exist is not an

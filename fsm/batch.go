@@ -17,11 +17,50 @@ const formatBatch = 3
 // LogFormat is the newest log entry format this release reads. Releases
 // before batch entries read formats 1 and 2 only, and would fail to apply
 // a batch: a leader may write batches only while every member reads
-// LogFormatBatch or newer.
-const LogFormat = formatBatch
+// LogFormatBatch or newer. Likewise for the commands of LogFormatHistory
+// (RequiredLogFormat says which a command needs).
+const LogFormat = LogFormatHistory
 
 // LogFormatBatch is the first LogFormat that reads batch entries.
 const LogFormatBatch = formatBatch
+
+// LogFormatHistory is the first LogFormat that reads compactions (OpCompact),
+// range deletes and puts that carry a content type or metadata. The entry
+// formats (first bytes 1 to 3) are unchanged; what is new is inside bodies.
+const LogFormatHistory = 4
+
+// RequiredLogFormat returns the oldest LogFormat that applies body as this
+// release does: LogFormatHistory for a compaction, a range delete and a put
+// with a content type or metadata, alone or in a transaction; 1 for the
+// rest. A leader proposes a body only when every member reads its format.
+func RequiredLogFormat(body any) int {
+	switch b := body.(type) {
+	case *Compact:
+		return LogFormatHistory
+	case *Delete:
+		if b.IsRange {
+			return LogFormatHistory
+		}
+	case *Put:
+		if b.ContentType != "" || len(b.Metadata) > 0 {
+			return LogFormatHistory
+		}
+	case *Txn:
+		need := 1
+		for _, branch := range [][]TxnOp{b.Success, b.Failure} {
+			for _, op := range branch {
+				switch {
+				case op.Put != nil:
+					need = max(need, RequiredLogFormat(op.Put))
+				case op.Delete != nil:
+					need = max(need, RequiredLogFormat(op.Delete))
+				}
+			}
+		}
+		return need
+	}
+	return 1
+}
 
 // MaxBatchCommands bounds the commands of one batch entry; a decoder refuses
 // more, so a corrupt count cannot make it allocate wildly.

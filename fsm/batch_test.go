@@ -628,3 +628,26 @@ func TestBatchGoldenApply(t *testing.T) {
 	eq(t, "lease 2 deadline", s.getLease(2).deadline, int64(t0+200+30_000))
 	eq(t, "keys", s.KeyCount(), 0)
 }
+
+// The commands that older releases cannot apply say so; the rest need
+// nothing new.
+func TestRequiredLogFormat(t *testing.T) {
+	for _, c := range []struct {
+		body any
+		want int
+	}{
+		{&Put{Key: "a", Value: val(`1`)}, 1},
+		{&Put{Key: "a", Value: val(`1`), ContentType: "text/plain"}, LogFormatHistory},
+		{&Put{Key: "a", Value: val(`1`), Metadata: val(`{}`)}, LogFormatHistory},
+		{&Delete{Key: "a", IsPrefix: true}, 1},
+		{&Delete{Key: "a", IsRange: true}, LogFormatHistory},
+		{&Compact{Revision: 3}, LogFormatHistory},
+		{&Txn{Success: []TxnOp{{Put: &Put{Key: "a", Value: val(`1`)}}}}, 1},
+		{&Txn{Failure: []TxnOp{{Put: &Put{Key: "a", Value: val(`1`), ContentType: "x"}}}}, LogFormatHistory},
+		{&Grant{TTL: 5}, 1},
+		{&KeepAliveMany{IDs: []int64{1}}, 1},
+	} {
+		eq(t, fmt.Sprintf("%T %+v", c.body, c.body), RequiredLogFormat(c.body), c.want)
+	}
+	eq(t, "this release reads them", LogFormat >= LogFormatHistory, true)
+}

@@ -134,8 +134,7 @@ func deepCopy(s *State) *State {
 	})
 	c.revision, c.nextLeaseID, c.now, c.limits, c.anonymous = s.revision, s.nextLeaseID, s.now, s.limits, s.anonymous
 	c.idemSeq = s.idemSeq
-	s.changes.Ascend(func(ch *change) bool { c.changes.ReplaceOrInsert(ch); return true })
-	c.compactRevision = s.compactRevision
+	c.hist = s.hist.clone()
 	return c
 }
 

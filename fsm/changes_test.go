@@ -21,8 +21,8 @@ type loggedEvent struct {
 // loggedEvents returns the change log, oldest first.
 func loggedEvents(s *State) []loggedEvent {
 	var out []loggedEvent
-	s.changes.Ascend(func(c *change) bool {
-		out = append(out, loggedEvent{c.event, c.now})
+	s.hist.byRev.Ascend(func(v *version) bool {
+		out = append(out, loggedEvent{v.event(), v.now})
 		return true
 	})
 	return out
@@ -31,8 +31,8 @@ func loggedEvents(s *State) []loggedEvent {
 // logEvents returns the events of the change log, oldest first.
 func logEvents(s *State) []schema.Event {
 	var out []schema.Event
-	s.changes.Ascend(func(c *change) bool {
-		out = append(out, c.event)
+	s.hist.byRev.Ascend(func(v *version) bool {
+		out = append(out, v.event())
 		return true
 	})
 	return out
@@ -602,7 +602,7 @@ func TestChangesScanCap(t *testing.T) {
 	}
 	mustApply(t, s, t0, &Delete{Key: "n.", IsPrefix: true})                // rev 60,001: 60,000 events
 	want := mustApply(t, s, t0, &Put{Key: "want", Value: val(`1`)}).Events // rev 60,002
-	eq(t, "log", s.changes.Len(), 2*n+1)
+	eq(t, "log", s.hist.byRev.Len(), 2*n+1)
 
 	type reply struct {
 		events   int
@@ -668,7 +668,7 @@ func TestChangesCompacted(t *testing.T) {
 		r := changesFrom(t, s, pos[0], int(pos[1]), 10)
 		eq(t, fmt.Sprint("empty log after ", pos), [4]any{len(r.Events), r.More, r.NextRevision, r.CompactRevision}, [4]any{0, false, max(pos[0], 0), int64(0)})
 	}
-	mustApply(t, s, t0, &Limits{MaxLeases: 10, MaxKeysPerLease: 10, ChangesMax: 3})
+	mustApply(t, s, t0, &Limits{MaxLeases: 10, MaxKeysPerLease: 10, HistoryRevisions: 3})
 	for i, k := range []string{"a", "b", "c", "d"} {
 		mustApply(t, s, t0+int64(i), &Put{Key: k, Value: val(`1`)})
 	}
@@ -687,22 +687,22 @@ func TestChangesCompacted(t *testing.T) {
 	_, err := s.Changes(ChangesQuery{Key: "a", AfterRevision: 0, AfterOpIndex: -1, Limit: 10})
 	eq(t, "message", err.Error(), "revisions up to 1 are compacted; read again from 1")
 
-	// A revision of two events: the floor moves past both at once.
+	// A revision of two events counts as one revision.
 	mustApply(t, s, t0+10, &Txn{Success: []TxnOp{putOp("e", `1`), putOp("f", `1`)}}) // rev 5
-	eq(t, "floor", s.CompactRevision(), int64(3))
-	eq(t, "log", positions(logEvents(s)), []string{"4/0:d", "5/0:e", "5/1:f"})
-	mustCompacted(2, -1)
-	mustCompacted(3, 0)
-	eq(t, "from the new floor", len(changesFrom(t, s, 3, -1, 10).Events), 3)
+	eq(t, "floor", s.CompactRevision(), int64(2))
+	eq(t, "log", positions(logEvents(s)), []string{"3/0:c", "4/0:d", "5/0:e", "5/1:f"})
+	mustCompacted(1, -1)
+	mustCompacted(2, 0)
+	eq(t, "from the new floor", len(changesFrom(t, s, 2, -1, 10).Events), 4)
 	checkChangeLog(t, s, logEvents(s))
 }
 
-// Retention by count: after a write, the log holds at most ChangesMax
-// events; the oldest revisions go whole, so the floor is always a revision
-// boundary, and a revision larger than the limit goes entirely.
+// Retention by count: after a write, the history keeps the last
+// HistoryRevisions revisions, however many events each holds; the floor is
+// always a revision boundary.
 func TestChangesRetentionByCount(t *testing.T) {
 	s := New()
-	mustApply(t, s, t0, &Limits{MaxLeases: 10, MaxKeysPerLease: 10, ChangesMax: 5})
+	mustApply(t, s, t0, &Limits{MaxLeases: 10, MaxKeysPerLease: 10, HistoryRevisions: 3})
 	mustApply(t, s, t0, &Grant{TTL: 60})
 	var all []schema.Event
 	do := func(body any) []schema.Event {
@@ -715,46 +715,37 @@ func TestChangesRetentionByCount(t *testing.T) {
 	do(&Put{Key: "x1", Value: val(`1`)})           // rev 1
 	do(&Put{Key: "x2", Value: val(`1`)})           // rev 2
 	do(&Put{Key: "l1", Value: val(`1`), Lease: 1}) // rev 3
+	eq(t, "three revisions", state(), [2]any{int64(0), []string{"1/0:x1", "2/0:x2", "3/0:l1"}})
 	do(&Put{Key: "l2", Value: val(`1`), Lease: 1}) // rev 4
+	eq(t, "four: the first goes", state(), [2]any{int64(1), []string{"2/0:x2", "3/0:l1", "4/0:l2"}})
 	do(&Put{Key: "l3", Value: val(`1`), Lease: 1}) // rev 5
-	eq(t, "five events", state(), [2]any{int64(0), []string{"1/0:x1", "2/0:x2", "3/0:l1", "4/0:l2", "5/0:l3"}})
-	do(&Revoke{ID: 1}) // rev 6: three events; eight in all, so revisions 1..3 go
+	do(&Revoke{ID: 1})                             // rev 6: three events, one revision
 	eq(t, "after the revoke", state(), [2]any{int64(3), []string{"4/0:l2", "5/0:l3", "6/0:l1", "6/1:l2", "6/2:l3"}})
-	do(&Put{Key: "y", Value: val(`1`)}) // rev 7
-	eq(t, "one more", state(), [2]any{int64(4), []string{"5/0:l3", "6/0:l1", "6/1:l2", "6/2:l3", "7/0:y"}})
-	do(&Put{Key: "z", Value: val(`1`)}) // rev 8
-	eq(t, "and one more", state(), [2]any{int64(5), []string{"6/0:l1", "6/1:l2", "6/2:l3", "7/0:y", "8/0:z"}})
-	// Six events: revision 6 goes whole, though one event would do.
-	do(&Put{Key: "w", Value: val(`1`)}) // rev 9
-	eq(t, "a whole revision", state(), [2]any{int64(6), []string{"7/0:y", "8/0:z", "9/0:w"}})
-	// A revision of more events than the limit leaves nothing: the floor
-	// is the current revision.
+	// A revision of many events counts once.
 	var ops []TxnOp
 	for i := 0; i < 7; i++ {
 		ops = append(ops, putOp(fmt.Sprint("t", i), `1`))
 	}
-	do(&Txn{Success: ops}) // rev 10
-	eq(t, "too big to keep", state(), [2]any{int64(10), []string{}})
-	r := changesFrom(t, s, 10, -1, 10)
-	eq(t, "read at the end", [4]any{len(r.Events), r.More, r.NextRevision, r.NextOpIndex}, [4]any{0, false, int64(10), -1})
-	mustCompacted(t, s, 9, -1)
-	mustCompacted(t, s, 10, 0)
-	last := do(&Put{Key: "v", Value: val(`1`)}) // rev 11
-	eq(t, "after it", state(), [2]any{int64(10), []string{"11/0:v"}})
+	do(&Txn{Success: ops}) // rev 7
+	eq(t, "a big revision", state(), [2]any{int64(4), []string{"5/0:l3", "6/0:l1", "6/1:l2", "6/2:l3",
+		"7/0:t0", "7/1:t1", "7/2:t2", "7/3:t3", "7/4:t4", "7/5:t5", "7/6:t6"}})
+	r := changesFrom(t, s, 4, -1, 100)
+	eq(t, "read from the floor", len(r.Events), 11)
+	mustCompacted(t, s, 3, -1)
+	mustCompacted(t, s, 4, 0)
+	// A lower limit applies at the next write.
+	mustApply(t, s, t0, &Limits{MaxLeases: 10, MaxKeysPerLease: 10, HistoryRevisions: 1})
+	last := do(&Put{Key: "v", Value: val(`1`)}) // rev 8
+	eq(t, "exactly the limit", state(), [2]any{int64(7), []string{"8/0:v"}})
 	checkChangeLog(t, s, last)
-	// Exactly ChangesMax events stay.
-	mustApply(t, s, t0, &Limits{MaxLeases: 10, MaxKeysPerLease: 10, ChangesMax: 2})
-	do(&Put{Key: "u", Value: val(`1`)}) // rev 12
-	eq(t, "exactly the limit", state(), [2]any{int64(10), []string{"11/0:v", "12/0:u"}})
-	checkChangeLog(t, s, all[len(all)-2:])
 }
 
-// Retention by age: after a write, events recorded more than ChangesMaxAgeMS
+// Retention by age: after a write, events recorded more than HistoryAgeMS
 // before the write's time are gone, whole revisions at a time. The time is
 // the lease clock the commands carry: max(stamp, clock).
 func TestChangesRetentionByAge(t *testing.T) {
 	s := New()
-	mustApply(t, s, t0, &Limits{MaxLeases: 10, MaxKeysPerLease: 10, ChangesMaxAgeMS: 10_000})
+	mustApply(t, s, t0, &Limits{MaxLeases: 10, MaxKeysPerLease: 10, HistoryAgeMS: 10_000})
 	mustApply(t, s, t0, &Grant{TTL: 600})
 	stamps := func() []int64 {
 		var out []int64
@@ -804,10 +795,10 @@ func TestChangesRetentionByAge(t *testing.T) {
 	eq(t, "floor", s.CompactRevision(), int64(7))
 
 	// Both limits at once: whichever drops more decides.
-	mustApply(t, s, t0+70_001, &Limits{MaxLeases: 10, MaxKeysPerLease: 10, ChangesMax: 2, ChangesMaxAgeMS: 1_000_000})
+	mustApply(t, s, t0+70_001, &Limits{MaxLeases: 10, MaxKeysPerLease: 10, HistoryRevisions: 2, HistoryAgeMS: 1_000_000})
 	mustApply(t, s, t0+70_002, &Put{Key: "i", Value: val(`1`)}) // rev 10: count drops rev 8
 	eq(t, "by count", stamps(), []int64{70_001, 70_002})
-	mustApply(t, s, t0+70_003, &Limits{MaxLeases: 10, MaxKeysPerLease: 10, ChangesMax: 100, ChangesMaxAgeMS: 1})
+	mustApply(t, s, t0+70_003, &Limits{MaxLeases: 10, MaxKeysPerLease: 10, HistoryRevisions: 100, HistoryAgeMS: 1})
 	mustApply(t, s, t0+70_003, &Put{Key: "j", Value: val(`1`)}) // rev 11: age drops rev 9
 	eq(t, "by age", stamps(), []int64{70_002, 70_003})
 	eq(t, "floor", s.CompactRevision(), int64(9))
@@ -818,7 +809,7 @@ func TestChangesRetentionByAge(t *testing.T) {
 // snapshot and the writes after it. Positions below it stay compacted.
 func TestChangesFloorNeverMovesBack(t *testing.T) {
 	s := New()
-	mustApply(t, s, t0, &Limits{MaxLeases: 10, MaxKeysPerLease: 10, ChangesMax: 2})
+	mustApply(t, s, t0, &Limits{MaxLeases: 10, MaxKeysPerLease: 10, HistoryRevisions: 2})
 	floors := []int64{}
 	note := func() {
 		t.Helper()
@@ -836,7 +827,7 @@ func TestChangesFloorNeverMovesBack(t *testing.T) {
 	}
 	eq(t, "floor", s.CompactRevision(), int64(4))
 	// Raising the limits keeps what is gone gone.
-	mustApply(t, s, t0, &Limits{MaxLeases: 10, MaxKeysPerLease: 10, ChangesMax: 1_000, ChangesMaxAgeMS: 1 << 40})
+	mustApply(t, s, t0, &Limits{MaxLeases: 10, MaxKeysPerLease: 10, HistoryRevisions: 1_000, HistoryAgeMS: 1 << 40})
 	note()
 	for i := 0; i < 3; i++ {
 		mustApply(t, s, t0, &Put{Key: fmt.Sprint("b", i), Value: val(`1`)})
@@ -852,7 +843,7 @@ func TestChangesFloorNeverMovesBack(t *testing.T) {
 	mustApply(t, c, t0, &Put{Key: "c", Value: val(`1`)})
 	eq(t, "restored floor after a write", c.CompactRevision(), int64(4))
 	// Lowering the limit again moves it forward only.
-	mustApply(t, s, t0, &Limits{MaxLeases: 10, MaxKeysPerLease: 10, ChangesMax: 1})
+	mustApply(t, s, t0, &Limits{MaxLeases: 10, MaxKeysPerLease: 10, HistoryRevisions: 1})
 	mustApply(t, s, t0, &Put{Key: "d", Value: val(`1`)})
 	note()
 	eq(t, "floor", s.CompactRevision(), int64(9))
@@ -867,7 +858,7 @@ func TestChangesFloorNeverMovesBack(t *testing.T) {
 // nothing, whatever the command.
 func TestChangesIdempotentRetryAddsNothing(t *testing.T) {
 	s := New()
-	mustApply(t, s, t0, &Limits{MaxLeases: 10, MaxKeysPerLease: 10, ChangesMax: 100, ChangesMaxAgeMS: 20_000})
+	mustApply(t, s, t0, &Limits{MaxLeases: 10, MaxKeysPerLease: 10, HistoryRevisions: 100, HistoryAgeMS: 20_000})
 	mustApply(t, s, t0, &Grant{TTL: 60})
 	cmds := []Command{
 		keyed("r1", &Put{Key: "a", Value: val(`1`), Lease: 1}),
@@ -904,7 +895,7 @@ func TestChangesIdempotentRetryAddsNothing(t *testing.T) {
 // commands that succeed without writing.
 func TestChangesFailedCommandsAddNothing(t *testing.T) {
 	s := New()
-	mustApply(t, s, t0, &Limits{MaxLeases: 2, MaxKeysPerLease: 1, ChangesMax: 100, ChangesMaxAgeMS: 5_000})
+	mustApply(t, s, t0, &Limits{MaxLeases: 2, MaxKeysPerLease: 1, HistoryRevisions: 100, HistoryAgeMS: 5_000})
 	mustApply(t, s, t0, &Grant{TTL: 600}) // lease 1
 	var all []schema.Event
 	all = append(all, mustApply(t, s, t0, &Put{Key: "a", Value: val(`1`), Lease: 1}).Events...)
@@ -949,7 +940,7 @@ func TestChangesFailedCommandsAddNothing(t *testing.T) {
 	for _, body := range []any{
 		&Expire{}, &Grant{TTL: 1}, &KeepAlive{ID: 1}, &KeepAliveMany{IDs: []int64{1, 2, 3}}, &Delete{Key: "nothing"},
 		&Delete{Key: "nothing.", IsPrefix: true}, &Txn{Success: []TxnOp{getOp("a")}}, &Expire{IDs: []int64{1}},
-		&Limits{MaxLeases: 3, MaxKeysPerLease: 1, ChangesMax: 100, ChangesMaxAgeMS: 5_000},
+		&Limits{MaxLeases: 3, MaxKeysPerLease: 1, HistoryRevisions: 100, HistoryAgeMS: 5_000},
 	} {
 		now += 10_000
 		r := mustApply(t, s, now, body)

@@ -54,12 +54,20 @@ type Put struct {
 	Lease  int64
 	TTL    int64
 	PrevKV bool
+	// ContentType and Metadata are stored with the value and returned
+	// unchanged; a put without them clears them.
+	ContentType string
+	Metadata    json.RawMessage
 }
 
 // Delete removes one key, or every key with a prefix when IsPrefix is set.
 type Delete struct {
 	Key      string
 	IsPrefix bool
+	// IsRange deletes [Key, RangeEnd), RangeEnd "" meaning to the end of
+	// the keyspace.
+	IsRange  bool
+	RangeEnd string
 	PrevKV   bool
 	// Limit, when positive, makes a prefix delete that matches more keys
 	// than this fail with ErrTooLarge instead of deleting them (used in
@@ -84,16 +92,18 @@ type Limits struct {
 	// IdempotencyRevisions drops entries recorded more than this many
 	// revisions ago.
 	IdempotencyRevisions int64 `json:"idempotency_revisions,omitempty"`
-	// ChangesMax and ChangesMaxAgeMS bound the change log by events and by
-	// lease-clock age; the oldest revisions go first.
-	ChangesMax      int64 `json:"changes_max,omitempty"`
-	ChangesMaxAgeMS int64 `json:"changes_max_age_ms,omitempty"`
+	// HistoryRevisions and HistoryAgeMS bound the history: it keeps the
+	// last HistoryRevisions revisions, none older than HistoryAgeMS of
+	// lease-clock time, whichever keeps less. (The JSON names, in snapshot
+	// headers, are those of the change log the history replaced.)
+	HistoryRevisions int64 `json:"changes_max,omitempty"`
+	HistoryAgeMS     int64 `json:"changes_max_age_ms,omitempty"`
 }
 
 // DefaultLimits are the limits of a new state machine.
 var DefaultLimits = Limits{MaxLeases: schema.DefaultMaxLeases, MaxKeysPerLease: schema.DefaultMaxKeysPerLease,
 	IdempotencyEntries: schema.DefaultIdempotencyEntries, IdempotencyRevisions: schema.DefaultIdempotencyRevisions,
-	ChangesMax: schema.DefaultChangesMax, ChangesMaxAgeMS: schema.DefaultChangesMaxAge.Milliseconds()}
+	HistoryRevisions: schema.DefaultHistoryRevisions, HistoryAgeMS: schema.DefaultHistoryAge.Milliseconds()}
 
 // Command is one decoded log entry.
 type Command struct {
@@ -163,14 +173,27 @@ func (w encoder) put(p *Put) encoder {
 	w.bytes(p.Value)
 	w.varint(p.Lease)
 	w.varint(p.TTL)
-	w.flags(p.PrevKV)
+	extra := p.ContentType != "" || len(p.Metadata) > 0
+	w.flags(p.PrevKV, extra)
+	// Only a put that carries them writes them, flagged above: entries
+	// written before they existed read as before.
+	if extra {
+		w.bytes([]byte(p.ContentType))
+		w.bytes(p.Metadata)
+	}
 	return w
 }
 
 func (w encoder) delete(d *Delete) encoder {
 	w.bytes([]byte(d.Key))
-	w.flags(d.IsPrefix, d.PrevKV)
+	w.flags(d.IsPrefix, d.PrevKV, d.IsRange)
 	w.varint(d.Limit)
+	// Only a range delete writes its end, flagged above: every entry
+	// written before ranges existed, and every delete in a transaction,
+	// reads as before.
+	if d.IsRange {
+		w.bytes([]byte(d.RangeEnd))
+	}
 	return w
 }
 
@@ -212,15 +235,25 @@ func (d decoder) put() (*Put, decoder) {
 	if p.Value == nil && d.err == nil {
 		d.err = errors.New("put without a value")
 	}
-	p.PrevKV = d.flags()&1 != 0
+	f := d.flags()
+	p.PrevKV = f&1 != 0
+	if f&2 != 0 {
+		p.ContentType = string(d.bytes())
+		if m := d.bytes(); len(m) > 0 {
+			p.Metadata = json.RawMessage(m)
+		}
+	}
 	return p, d
 }
 
 func (d decoder) delete() (*Delete, decoder) {
 	del := &Delete{Key: string(d.bytes())}
 	f := d.flags()
-	del.IsPrefix, del.PrevKV = f&1 != 0, f&2 != 0
+	del.IsPrefix, del.PrevKV, del.IsRange = f&1 != 0, f&2 != 0, f&4 != 0
 	del.Limit = d.varint()
+	if del.IsRange {
+		del.RangeEnd = string(d.bytes())
+	}
 	return del, d
 }
 

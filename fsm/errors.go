@@ -26,8 +26,11 @@ var (
 	// ErrIdempotencyConflict: an idempotency key was reused for a different
 	// request.
 	ErrIdempotencyConflict = newSentinel("idempotency conflict", schema.ErrIdempotencyConflict)
-	// ErrCompacted: a change-log read starts below the compaction floor.
+	// ErrCompacted: a read of the change log or of a past revision starts
+	// below the compaction floor.
 	ErrCompacted = newSentinel("compacted", schema.ErrCompacted)
+	// ErrFutureRevision: a read names a revision not yet written.
+	ErrFutureRevision = newSentinel("future revision", schema.ErrInvalidRequest)
 	// ErrBadCommand: the log entry cannot be decoded. It means a bug or a
 	// version mismatch between replicas, never bad user input: internal.
 	ErrBadCommand = newSentinel("bad command", schema.ErrInternal)

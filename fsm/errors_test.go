@@ -28,6 +28,7 @@ var wantWireName = map[string]struct {
 	"ErrTooLarge":            {ErrTooLarge, schema.ErrTooLarge},
 	"ErrIdempotencyConflict": {ErrIdempotencyConflict, schema.ErrIdempotencyConflict},
 	"ErrCompacted":           {ErrCompacted, schema.ErrCompacted},
+	"ErrFutureRevision":      {ErrFutureRevision, schema.ErrInvalidRequest},
 	"ErrBadCommand":          {ErrBadCommand, schema.ErrInternal},
 	"ErrBadSnapshot":         {ErrBadSnapshot, schema.ErrInternal},
 }

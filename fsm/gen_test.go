@@ -140,8 +140,12 @@ func (g *cmdGen) next(s *State) []byte {
 			e.IDs = append(e.IDs, g.leaseID(s))
 		}
 		body = e
-	case p < 94:
+	case p < 93:
 		body = &Expire{}
+	case p < 94:
+		// An operator's compaction: mostly within the history, sometimes
+		// below the floor (a no-op) or in the future (refused).
+		body = &Compact{Revision: s.Revision() - int64(g.r.Intn(40)) + 2}
 	case p < 97:
 		l := &Limits{MaxLeases: 5 + g.r.Int63n(40), MaxKeysPerLease: 1 + g.r.Int63n(8)}
 		if g.r.Intn(2) == 0 {
@@ -152,11 +156,11 @@ func (g *cmdGen) next(s *State) []byte {
 		// or both; otherwise the defaults.
 		switch g.r.Intn(4) {
 		case 0:
-			l.ChangesMax = 1 + g.r.Int63n(80)
+			l.HistoryRevisions = 1 + g.r.Int63n(80)
 		case 1:
-			l.ChangesMaxAgeMS = 500 + g.r.Int63n(20_000)
+			l.HistoryAgeMS = 500 + g.r.Int63n(20_000)
 		case 2:
-			l.ChangesMax, l.ChangesMaxAgeMS = 1+g.r.Int63n(80), 500+g.r.Int63n(20_000)
+			l.HistoryRevisions, l.HistoryAgeMS = 1+g.r.Int63n(80), 500+g.r.Int63n(20_000)
 		}
 		body = l
 	default:
@@ -224,6 +228,10 @@ func (g *cmdGen) put(s *State) *Put {
 	case 4, 5, 6:
 		pt.TTL = g.ttl()
 	}
+	if g.r.Intn(5) == 0 {
+		pt.ContentType = []string{"", "application/json", "text/plain; charset=utf-8"}[g.r.Intn(3)]
+		pt.Metadata = []json.RawMessage{nil, json.RawMessage(`{"owner":"o1"}`), json.RawMessage(`{}`)}[g.r.Intn(3)]
+	}
 	return pt
 }
 
@@ -238,6 +246,13 @@ func (g *cmdGen) delete(inTxn bool) *Delete {
 		}
 	} else if g.r.Intn(3) == 0 {
 		d.Key, d.IsPrefix = genPrefixes[g.r.Intn(len(genPrefixes))], true
+		if g.r.Intn(4) == 0 {
+			// A range instead, sometimes to the end of the keyspace.
+			d.IsPrefix, d.IsRange = false, true
+			if g.r.Intn(3) > 0 {
+				d.RangeEnd = genPrefixes[g.r.Intn(len(genPrefixes))]
+			}
+		}
 	}
 	return d
 }

@@ -1,8 +1,6 @@
 package fsm
 
 import (
-	"strings"
-
 	"github.com/concord-io/concord/schema"
 )
 
@@ -113,12 +111,14 @@ func (s *State) putAt(now, rev int64, p *Put) (*schema.KVPutReply, schema.Event,
 			s.detach(cur.id, p.Key)
 		}
 	}
-	rec := &record{key: p.Key, value: p.Value, createRevision: rev, modRevision: rev, version: 1, lease: leaseID}
+	rec := &record{key: p.Key, value: p.Value, createRevision: rev, modRevision: rev, version: 1, lease: leaseID,
+		extra: newExtra(p.ContentType, p.Metadata)}
 	if old != nil {
 		rec.createRevision = old.createRevision
 		rec.version = old.version + 1
 	}
 	s.kv.ReplaceOrInsert(rec)
+	s.prevs = append(s.prevs, old)
 	reply.Revision = rev
 	ev := schema.Event{
 		Type:           schema.EventPut,
@@ -130,6 +130,8 @@ func (s *State) putAt(now, rev int64, p *Put) (*schema.KVPutReply, schema.Event,
 		Version:        rec.version,
 		Lease:          leaseID,
 		Cause:          schema.CausePut,
+		ContentType:    rec.contentType(),
+		Metadata:       rec.metadata(),
 	}
 	return reply, ev, nil
 }
@@ -154,15 +156,16 @@ func (s *State) delete(now int64, d *Delete) (any, []schema.Event, error) {
 // limit that matches more keys than it fails with ErrTooLarge.
 func (s *State) victims(d *Delete) ([]*record, error) {
 	var victims []*record
-	if !d.IsPrefix {
+	if !d.IsPrefix && !d.IsRange {
 		if r := s.getRecord(d.Key); r != nil {
 			victims = append(victims, r)
 		}
 		return victims, nil
 	}
 	var over bool
-	s.kv.AscendGreaterOrEqual(&record{key: d.Key}, func(r *record) bool {
-		if !strings.HasPrefix(r.key, d.Key) {
+	sp := spanOf(d.Key, d.IsPrefix, d.IsRange, d.RangeEnd)
+	s.kv.AscendGreaterOrEqual(&record{key: sp.start}, func(r *record) bool {
+		if sp.past(r.key) {
 			return false
 		}
 		if d.Limit > 0 && int64(len(victims)) >= d.Limit {
@@ -198,6 +201,7 @@ func (s *State) deleteAt(now, rev int64, d *Delete, victims []*record, opIndex i
 			s.detach(r.lease, r.key)
 		}
 		events[i] = deleteEvent(r.key, rev, opIndex+i, r.lease, schema.CauseDelete)
+		s.prevs = append(s.prevs, r)
 	}
 	return reply, events
 }
@@ -213,6 +217,7 @@ func (s *State) keyValue(r *record, now int64, keysOnly bool) schema.KeyValue {
 	}
 	if !keysOnly {
 		kv.Value = r.value
+		kv.ContentType, kv.Metadata = r.contentType(), r.metadata()
 	}
 	if r.lease != 0 {
 		if l := s.getLease(r.lease); l != nil {

@@ -180,7 +180,8 @@ func (s *State) removeLeaseWithKeys(l *lease, cause string, events []schema.Even
 		})
 		for i, k := range keys {
 			s.attached.Delete(attachment{l.id, k})
-			s.kv.Delete(&record{key: k})
+			prev, _ := s.kv.Delete(&record{key: k})
+			s.prevs = append(s.prevs, prev)
 			events = append(events, deleteEvent(k, s.revision, i, l.id, cause))
 		}
 	}

@@ -461,31 +461,31 @@ func TestSetLimits(t *testing.T) {
 	s := New()
 	eq(t, "default limits", s.Limits(), DefaultLimits)
 	eq(t, "default values", DefaultLimits, Limits{MaxLeases: 100_000, MaxKeysPerLease: 10_000, IdempotencyEntries: 100_000, IdempotencyRevisions: 10_000,
-		ChangesMax: 1_000_000, ChangesMaxAgeMS: 24 * 3600 * 1000})
+		HistoryRevisions: 1_000_000, HistoryAgeMS: 24 * 3600 * 1000})
 	r := mustApply(t, s, t0, &Limits{MaxLeases: 3, MaxKeysPerLease: 1})
 	eq(t, "op", r.Op, OpSetLimits)
 	eq(t, "reply", r.Reply, nil)
 	// Unset idempotency and change-log limits take their defaults.
 	eq(t, "limits", s.Limits(), Limits{MaxLeases: 3, MaxKeysPerLease: 1, IdempotencyEntries: 100_000, IdempotencyRevisions: 10_000,
-		ChangesMax: 1_000_000, ChangesMaxAgeMS: 86_400_000})
+		HistoryRevisions: 1_000_000, HistoryAgeMS: 86_400_000})
 	eq(t, "revision", s.Revision(), int64(0))
 	// The limits are enforced and survive a snapshot.
 	run(t, s, step{t0, &Grant{TTL: 1}}, step{t0, &Put{Key: "a", Value: val(`1`), Lease: 1}})
 	mustFail(t, s, &Put{Key: "b", Value: val(`1`), Lease: 1}, ErrLimitExceeded)
 	s2 := restored(t, snap(t, s))
 	eq(t, "restored limits", s2.Limits(), Limits{MaxLeases: 3, MaxKeysPerLease: 1, IdempotencyEntries: 100_000, IdempotencyRevisions: 10_000,
-		ChangesMax: 1_000_000, ChangesMaxAgeMS: 86_400_000})
+		HistoryRevisions: 1_000_000, HistoryAgeMS: 86_400_000})
 	mustFail(t, s2, &Put{Key: "b", Value: val(`1`), Lease: 1}, ErrLimitExceeded)
 	// Every field goes through the log and a snapshot; negative values
 	// take the defaults too.
-	all := Limits{MaxLeases: 3, MaxKeysPerLease: 1, IdempotencyEntries: 7, IdempotencyRevisions: 8, ChangesMax: 9, ChangesMaxAgeMS: 10_000}
+	all := Limits{MaxLeases: 3, MaxKeysPerLease: 1, IdempotencyEntries: 7, IdempotencyRevisions: 8, HistoryRevisions: 9, HistoryAgeMS: 10_000}
 	s3 := New()
 	mustApply(t, s3, t0, &all)
 	eq(t, "all limits", s3.Limits(), all)
 	eq(t, "all limits restored", restored(t, snap(t, s3)).Limits(), all)
-	mustApply(t, s3, t0, &Limits{MaxLeases: 3, MaxKeysPerLease: 1, IdempotencyEntries: -1, IdempotencyRevisions: -1, ChangesMax: -1, ChangesMaxAgeMS: -1})
+	mustApply(t, s3, t0, &Limits{MaxLeases: 3, MaxKeysPerLease: 1, IdempotencyEntries: -1, IdempotencyRevisions: -1, HistoryRevisions: -1, HistoryAgeMS: -1})
 	eq(t, "negative limits", s3.Limits(), Limits{MaxLeases: 3, MaxKeysPerLease: 1, IdempotencyEntries: 100_000, IdempotencyRevisions: 10_000,
-		ChangesMax: 1_000_000, ChangesMaxAgeMS: 86_400_000})
+		HistoryRevisions: 1_000_000, HistoryAgeMS: 86_400_000})
 	// Lowering a limit below the current count keeps what exists and
 	// refuses more.
 	run(t, s, step{t0, &Grant{TTL: 1}}, step{t0, &Grant{TTL: 1}}, step{t0, &Limits{MaxLeases: 1, MaxKeysPerLease: 1}})

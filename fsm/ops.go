@@ -28,6 +28,8 @@ const (
 	OpTxn       Op = 8
 	// OpKeepAliveMany renews many leases in one entry.
 	OpKeepAliveMany Op = 9
+	// OpCompact raises the history's floor.
+	OpCompact Op = 10
 )
 
 // keyRule says what an idempotency key on a command does. The zero value
@@ -93,7 +95,7 @@ var ops = [...]opSpec{
 	OpSetLimits: opEntry("set_limits", keyIgnored,
 		func(w encoder, b *Limits) encoder {
 			for _, v := range []int64{b.MaxLeases, b.MaxKeysPerLease, b.IdempotencyEntries, b.IdempotencyRevisions,
-				b.ChangesMax, b.ChangesMaxAgeMS} {
+				b.HistoryRevisions, b.HistoryAgeMS} {
 				w.varint(v)
 			}
 			return w
@@ -106,7 +108,7 @@ var ops = [...]opSpec{
 				b.IdempotencyEntries, b.IdempotencyRevisions = d.varint(), d.varint()
 			}
 			if len(d.buf) > 0 {
-				b.ChangesMax, b.ChangesMaxAgeMS = d.varint(), d.varint()
+				b.HistoryRevisions, b.HistoryAgeMS = d.varint(), d.varint()
 			}
 			return b, d
 		},
@@ -116,6 +118,11 @@ var ops = [...]opSpec{
 		func(w encoder, b *KeepAliveMany) encoder { w.ids(b.IDs); return w },
 		func(d decoder) (*KeepAliveMany, decoder) { b := &KeepAliveMany{IDs: d.ids()}; return b, d },
 		func(s *State, now int64, b *KeepAliveMany) Result { return Result{Reply: s.keepAliveMany(now, b)} }),
+
+	OpCompact: opEntry("compact", keyRemembered,
+		func(w encoder, b *Compact) encoder { w.varint(b.Revision); return w },
+		func(d decoder) (*Compact, decoder) { b := &Compact{Revision: d.varint()}; return b, d },
+		applyReply((*State).compact)),
 }
 
 // opEntry builds a table entry from functions typed for the body *T.

@@ -41,6 +41,12 @@ func goldenCommandCases() []struct {
 		{"keepalive", &KeepAlive{ID: 42, TTL: 60}},
 		{"keepalive-same-ttl", &KeepAlive{ID: MaxLeaseID}},
 		{"revoke", &Revoke{ID: 1 << 40}},
+		{"compact", &Compact{Revision: 123_456}},
+		{"put-extra", &Put{Key: "config.db", Value: val(`{"host":"db1"}`), PrevKV: true, ContentType: "application/json", Metadata: val(`{"owner":"ops"}`)}},
+		{"put-content-type-only", &Put{Key: "k", Value: val(`1`), ContentType: "text/plain"}},
+		{"txn-put-extra", &Txn{Success: []TxnOp{{Put: &Put{Key: "a", Value: val(`1`), Metadata: val(`{"m":1}`)}}, {Put: &Put{Key: "b", Value: val(`2`)}}}}},
+		{"delete-range", &Delete{Key: "svc.a", IsRange: true, RangeEnd: "svc.m", PrevKV: true}},
+		{"delete-range-to-end", &Delete{Key: "z", IsRange: true}},
 		{"put", &Put{Key: "svc/a.é", Value: val(`{"x":"<&>","n":[1,2.5,null]}`), Lease: 42, PrevKV: true}},
 		{"put-ttl", &Put{Key: "b", Value: val(`"v"`), TTL: 30}},
 		{"delete", &Delete{Key: "a"}},
@@ -48,7 +54,7 @@ func goldenCommandCases() []struct {
 		{"expire", &Expire{IDs: []int64{3, 42, -1}}},
 		{"expire-tick", &Expire{}},
 		{"set_limits", &Limits{MaxLeases: 100_000, MaxKeysPerLease: 10_000, IdempotencyEntries: 7, IdempotencyRevisions: 1 << 33,
-			ChangesMax: 1_000_000, ChangesMaxAgeMS: 24 * 3600 * 1000}},
+			HistoryRevisions: 1_000_000, HistoryAgeMS: 24 * 3600 * 1000}},
 		{"txn", txnShapes()[4]},
 		{"txn-empty", &Txn{}},
 		{"keepalive_many", &KeepAliveMany{IDs: []int64{1, 42, 1 << 53, 42}}},
@@ -297,7 +303,7 @@ func TestOpTable(t *testing.T) {
 // commands ignore them.
 func TestOpsIdempotencyKeys(t *testing.T) {
 	remembered := map[Op]bool{OpGrant: true, OpKeepAlive: true, OpKeepAliveMany: true, OpRevoke: true,
-		OpPut: true, OpDelete: true, OpTxn: true}
+		OpPut: true, OpDelete: true, OpTxn: true, OpCompact: true}
 	for _, op := range declaredOps(t) {
 		eq(t, op.String()+" remembers keys", mutates(op), remembered[op])
 	}

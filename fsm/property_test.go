@@ -30,7 +30,7 @@ func TestPropertyInvariants(t *testing.T) {
 			cov := newCoverage()
 			m := newIdemModel()
 			cm := &changeModel{}
-			for i := 0; i < 2500; i++ {
+			for i := 0; i < 3000; i++ {
 				entry := g.next(s)
 				if err := checkStep(s, entry, cov, m, cm); err != nil {
 					t.Fatalf("seed %d entry %d: %v", seed, i, err)
@@ -41,6 +41,9 @@ func TestPropertyInvariants(t *testing.T) {
 				m.evicted, m.reapplied, len(cm.events), cm.floor, cm.byCount, cm.byAge)
 			if m.evicted < 5 || m.reapplied < 5 {
 				t.Errorf("idempotency entries evicted %d, keys applied again after eviction %d: too few", m.evicted, m.reapplied)
+			}
+			if cm.manual < 5 {
+				t.Errorf("only %d compactions", cm.manual)
 			}
 			if cm.byCount < 5 || cm.byAge < 5 {
 				t.Errorf("the change-log floor moved by count %d times, by age %d times: too few", cm.byCount, cm.byAge)
@@ -55,8 +58,9 @@ func TestPropertyInvariants(t *testing.T) {
 type changeModel struct {
 	events []loggedEvent
 	floor  int64
-	// Floor moves that the count limit, or the age limit, required.
-	byCount, byAge int
+	// Floor moves that the count limit, or the age limit, required, and
+	// compactions.
+	byCount, byAge, manual int
 }
 
 // step takes the result of one command and checks the state's change log
@@ -79,6 +83,16 @@ func (cm *changeModel) step(s *State, r Result) error {
 	for i < len(cm.events) && cm.events[i].event.Revision <= floor {
 		i++
 	}
+	if r.Op == OpCompact && r.Err == nil && !r.Cached {
+		// An operator's compaction moves the floor to where it says, or
+		// nowhere when it is below; the limits have no say.
+		if want := max(cm.floor, r.Reply.(*schema.KVCompactReply).CompactRevision); floor != want {
+			return fmt.Errorf("compaction left the floor at %d, its reply says %d", floor, want)
+		}
+		cm.events, cm.floor = cm.events[i:], floor
+		cm.manual++
+		return nil
+	}
 	if floor > cm.floor {
 		// Every revision has events, so the floor is the revision of the
 		// last events dropped; keeping that revision would have broken a
@@ -90,11 +104,13 @@ func (cm *changeModel) step(s *State, r Result) error {
 		for j > 0 && cm.events[j-1].event.Revision == floor {
 			j--
 		}
-		overCount := int64(len(cm.events)-j) > l.ChangesMax
-		overAge := cm.events[j].now < s.Now()-l.ChangesMaxAgeMS
+		// Keeping revision floor would have kept more revisions than the
+		// limit, or one too old.
+		overCount := s.Revision()-floor+1 > l.HistoryRevisions
+		overAge := cm.events[j].now < s.Now()-l.HistoryAgeMS
 		if !overCount && !overAge {
-			return fmt.Errorf("change-log floor moved %d -> %d, though revision %d (%d events, recorded at %d) fits in the limits %d events / %d ms at %d with %d events after it",
-				cm.floor, floor, floor, i-j, cm.events[j].now, l.ChangesMax, l.ChangesMaxAgeMS, s.Now(), len(cm.events)-i)
+			return fmt.Errorf("change-log floor moved %d -> %d, though revision %d (%d events, recorded at %d) fits in the limits %d revisions / %d ms at revision %d, time %d",
+				cm.floor, floor, floor, i-j, cm.events[j].now, l.HistoryRevisions, l.HistoryAgeMS, s.Revision(), s.Now())
 		}
 		if overCount {
 			cm.byCount++
@@ -104,21 +120,21 @@ func (cm *changeModel) step(s *State, r Result) error {
 		}
 	}
 	cm.events, cm.floor = cm.events[i:], floor
-	if wrote && len(cm.events) > 0 && (int64(len(cm.events)) > l.ChangesMax || cm.events[0].now < s.Now()-l.ChangesMaxAgeMS) {
-		return fmt.Errorf("after a write the change log holds %d events, the oldest recorded at %d; limits %d events / %d ms at %d",
-			len(cm.events), cm.events[0].now, l.ChangesMax, l.ChangesMaxAgeMS, s.Now())
+	if wrote && len(cm.events) > 0 && (s.Revision()-floor > l.HistoryRevisions || cm.events[0].now < s.Now()-l.HistoryAgeMS) {
+		return fmt.Errorf("after a write the history holds revisions %d..%d, the oldest recorded at %d; limits %d revisions / %d ms at %d",
+			floor+1, s.Revision(), cm.events[0].now, l.HistoryRevisions, l.HistoryAgeMS, s.Now())
 	}
-	if s.changes.Len() != len(cm.events) {
-		return fmt.Errorf("change log holds %d events, the model %d", s.changes.Len(), len(cm.events))
+	if s.hist.byRev.Len() != len(cm.events) {
+		return fmt.Errorf("change log holds %d events, the model %d", s.hist.byRev.Len(), len(cm.events))
 	}
 	var err error
 	k := 0
 	want := make([]schema.Event, len(cm.events))
-	s.changes.Ascend(func(c *change) bool {
+	s.hist.byRev.Ascend(func(v *version) bool {
 		w := cm.events[k]
 		want[k] = w.event
-		if c.now != w.now {
-			err = fmt.Errorf("logged event %d (%d/%d) recorded at %d, applied at %d", k, c.event.Revision, c.event.OpIndex, c.now, w.now)
+		if v.now != w.now {
+			err = fmt.Errorf("logged event %d (%d/%d) recorded at %d, applied at %d", k, v.rev, v.op, v.now, w.now)
 		}
 		k++
 		return err == nil
@@ -274,9 +290,9 @@ func checkStep(s *State, entry []byte, cov *coverage, m *idemModel, cm *changeMo
 			return fmt.Errorf("%v (err %v, cached %v) changed the state", cmd.Op, r.Err, r.Cached)
 		}
 		// Nor trimmed the log (a tick does not either).
-		if s.CompactRevision() != before.compactRev || s.changes.Len() != before.changes.Len() {
-			return fmt.Errorf("%v (err %v, cached %v) changed the change log: floor %d -> %d, %d -> %d events",
-				cmd.Op, r.Err, r.Cached, before.compactRev, s.CompactRevision(), before.changes.Len(), s.changes.Len())
+		if s.CompactRevision() != before.hist.floor || s.hist.byKey.Len() != before.hist.byKey.Len() {
+			return fmt.Errorf("%v (err %v, cached %v) changed the history: floor %d -> %d, %d -> %d versions",
+				cmd.Op, r.Err, r.Cached, before.hist.floor, s.CompactRevision(), before.hist.byKey.Len(), s.hist.byKey.Len())
 		}
 		return checkInvariants(s)
 	}
@@ -395,7 +411,8 @@ func checkStep(s *State, entry []byte, cov *coverage, m *idemModel, cm *changeMo
 // dropped: no events, the floor at the revision.
 func withoutChangeLog(sn *Snapshot) *Snapshot {
 	c := *sn
-	c.changes, c.compactRev = newChangeLog(), sn.revision
+	c.hist = newHistory()
+	c.hist.floor = sn.revision
 	return &c
 }
 

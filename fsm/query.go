@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"encoding/json"
-	"strings"
 
 	"github.com/concord-io/concord/schema"
 )
@@ -17,7 +16,13 @@ var emptyObject = json.RawMessage(`{}`)
 type GetQuery struct {
 	Key      string
 	IsPrefix bool
-	// After skips keys up to and including this one (prefix reads only).
+	// IsRange reads [Key, RangeEnd), RangeEnd "" meaning to the end of the
+	// keyspace. Not carried by transactions, whose gets take a key or a
+	// prefix.
+	IsRange  bool
+	RangeEnd string
+	// After skips keys up to and including this one (prefix and range
+	// reads only).
 	After     string
 	Limit     int
 	KeysOnly  bool
@@ -27,10 +32,109 @@ type GetQuery struct {
 	MaxBytes int
 }
 
+// GetAt answers a read at revision rev, as the keys stood right after it
+// committed; 0 means the present, read as Get does. A read at a named
+// revision, the current one included, carries no remaining lease time, so
+// a listing continued page by page at one revision has one shape even
+// while writes go on. Below the floor it fails with
+// ErrCompacted, above the current revision with ErrFutureRevision.
+func (s *State) GetAt(q GetQuery, rev int64, now int64) (*schema.KVGetReply, error) {
+	if rev == 0 {
+		return s.Get(q, now), nil
+	}
+	if err := s.checkReadRevision(rev); err != nil {
+		return nil, err
+	}
+	reply := &schema.KVGetReply{Revision: rev, KVs: []schema.KeyValue{}}
+	if !q.IsPrefix && !q.IsRange {
+		if r := s.recordAt(q.Key, rev); r != nil {
+			reply.Count = 1
+			if !q.CountOnly {
+				reply.KVs = append(reply.KVs, historicalKeyValue(r, q.KeysOnly))
+			}
+		}
+		return reply, nil
+	}
+	sp := spanOf(q.Key, q.IsPrefix, q.IsRange, q.RangeEnd)
+	start, end := sp.start, sp.end
+	if q.After >= start {
+		start = q.After + "\x00"
+	}
+	size := 0
+	s.ascendAt(start, end, rev, func(r *record) bool {
+		reply.Count++
+		if q.CountOnly || reply.More {
+			return true
+		}
+		n := len(r.key) + recordOverhead
+		if !q.KeysOnly {
+			n += len(r.value)
+		}
+		if len(reply.KVs) >= q.Limit || (q.MaxBytes > 0 && len(reply.KVs) > 0 && size+n > q.MaxBytes) {
+			reply.More = true
+			return true
+		}
+		size += n
+		reply.KVs = append(reply.KVs, historicalKeyValue(r, q.KeysOnly))
+		return true
+	})
+	return reply, nil
+}
+
+// historicalKeyValue renders a record of a past revision: no remaining time.
+func historicalKeyValue(r *record, keysOnly bool) schema.KeyValue {
+	kv := schema.KeyValue{Key: r.key, CreateRevision: r.createRevision, ModRevision: r.modRevision, Version: r.version, Lease: r.lease}
+	if !keysOnly {
+		kv.Value = r.value
+		kv.ContentType, kv.Metadata = r.contentType(), r.metadata()
+	}
+	return kv
+}
+
+// span is the keys a read, a delete or a change-log read covers: one key,
+// or the byte-wise half-open range [start, end), end "" meaning no end.
+type span struct {
+	start, end string
+	single     bool
+}
+
+func spanOf(key string, isPrefix, isRange bool, rangeEnd string) span {
+	switch {
+	case isRange:
+		return span{start: key, end: rangeEnd}
+	case isPrefix:
+		return span{start: key, end: prefixEnd(key)}
+	}
+	return span{start: key, end: key + "\x00", single: true}
+}
+
+func (sp span) contains(key string) bool {
+	if sp.single {
+		return key == sp.start
+	}
+	return key >= sp.start && (sp.end == "" || key < sp.end)
+}
+
+// past reports whether key lies past the span's end.
+func (sp span) past(key string) bool { return sp.end != "" && key >= sp.end }
+
+// prefixEnd returns the smallest key above every key with the prefix, or
+// "" when there is none (the prefix is empty or all 0xff bytes).
+func prefixEnd(prefix string) string {
+	b := []byte(prefix)
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] < 0xff {
+			b[i]++
+			return string(b[:i+1])
+		}
+	}
+	return ""
+}
+
 // Get answers a read; remaining lease time is measured at now.
 func (s *State) Get(q GetQuery, now int64) *schema.KVGetReply {
 	reply := &schema.KVGetReply{Revision: s.revision, KVs: []schema.KeyValue{}}
-	if !q.IsPrefix {
+	if !q.IsPrefix && !q.IsRange {
 		if r := s.getRecord(q.Key); r != nil {
 			reply.Count = 1
 			if !q.CountOnly {
@@ -39,13 +143,14 @@ func (s *State) Get(q GetQuery, now int64) *schema.KVGetReply {
 		}
 		return reply
 	}
-	start := q.Key
+	sp := spanOf(q.Key, q.IsPrefix, q.IsRange, q.RangeEnd)
+	start := sp.start
 	if q.After >= start {
 		start = q.After + "\x00" // the smallest key after q.After
 	}
 	size := 0
 	s.kv.AscendGreaterOrEqual(&record{key: start}, func(r *record) bool {
-		if !strings.HasPrefix(r.key, q.Key) {
+		if sp.past(r.key) {
 			return false
 		}
 		reply.Count++

@@ -17,7 +17,7 @@ import (
 // (fsm/testdata holds a golden file per version).
 const (
 	SnapshotFormat  = "concord.fsm"
-	SnapshotVersion = 3
+	SnapshotVersion = 4
 )
 
 // Snapshot is a point-in-time copy of the state. Taking it is O(1): the
@@ -27,8 +27,7 @@ type Snapshot struct {
 	leases      *btree.BTreeG[*lease]
 	idem        *btree.BTreeG[*idemEntry] // by insertion order
 	idemSeq     uint64
-	changes     *btree.BTreeG[*change]
-	compactRev  int64
+	hist        history
 	revision    int64
 	nextLeaseID int64
 	now         int64
@@ -47,9 +46,26 @@ type snapshotHeader struct {
 	// Since version 2: the idempotency cache.
 	Idempotency    int    `json:"idempotency,omitempty"`
 	IdempotencySeq uint64 `json:"idempotency_seq,omitempty"`
-	// Since version 3: the change log and its floor.
+	// Version 3 only: the change log. Since version 3: the floor.
 	Changes         int   `json:"changes,omitempty"`
 	CompactRevision int64 `json:"compact_revision,omitempty"`
+	// Since version 4: the history, which replaced the change log.
+	History int `json:"history,omitempty"`
+}
+
+// snapshotVersion is one version of the history. A put that is still the
+// key's live record says so (Live) instead of repeating it.
+type snapshotVersion struct {
+	Key      string `json:"key"`
+	Revision int64  `json:"revision"`
+	OpIndex  int32  `json:"op_index"`
+	Cause    string `json:"cause"`
+	Now      int64  `json:"now"`
+	// Lease is the lease a deleted key was attached to.
+	Lease int64 `json:"lease,omitempty"`
+	Live  bool  `json:"live,omitempty"`
+	// The record a put wrote, unless Live.
+	Record *snapshotKV `json:"record,omitempty"`
 }
 
 type snapshotChange struct {
@@ -81,6 +97,18 @@ type snapshotKV struct {
 	ModRevision    int64           `json:"mod_revision"`
 	Version        int64           `json:"version"`
 	Lease          int64           `json:"lease,omitempty"`
+	// Since version 4, when the put carried them.
+	ContentType string          `json:"content_type,omitempty"`
+	Metadata    json.RawMessage `json:"metadata,omitempty"`
+}
+
+func snapshotKVOf(r *record) snapshotKV {
+	return snapshotKV{r.key, r.value, r.createRevision, r.modRevision, r.version, r.lease, r.contentType(), r.metadata()}
+}
+
+func (sk *snapshotKV) record() *record {
+	return &record{key: sk.Key, value: sk.Value, createRevision: sk.CreateRevision, modRevision: sk.ModRevision, version: sk.Version, lease: sk.Lease,
+		extra: newExtra(sk.ContentType, sk.Metadata)}
 }
 
 // Snapshot captures the state. Attachments and the deadline index are not
@@ -91,8 +119,7 @@ func (s *State) Snapshot() *Snapshot {
 		leases:      s.leases.Clone(),
 		idem:        s.idemBySeq.Clone(),
 		idemSeq:     s.idemSeq,
-		changes:     s.changes.Clone(),
-		compactRev:  s.compactRevision,
+		hist:        s.hist.clone(),
 		revision:    s.revision,
 		nextLeaseID: s.nextLeaseID,
 		now:         s.now,
@@ -112,7 +139,7 @@ func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
 		Revision: sn.revision, NextLeaseID: sn.nextLeaseID, Now: sn.now, Limits: sn.limits,
 		Leases: sn.leases.Len(), Keys: sn.kv.Len(),
 		Idempotency: sn.idem.Len(), IdempotencySeq: sn.idemSeq,
-		Changes: sn.changes.Len(), CompactRevision: sn.compactRev,
+		History: sn.hist.byKey.Len(), CompactRevision: sn.hist.floor,
 	})
 	sn.leases.Ascend(func(l *lease) bool {
 		err = enc.Encode(snapshotLease{l.id, l.ttl, l.deadline, l.grantedRevision, l.anonymous, l.metadata})
@@ -120,7 +147,7 @@ func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	})
 	if err == nil {
 		sn.kv.Ascend(func(r *record) bool {
-			err = enc.Encode(snapshotKV{r.key, r.value, r.createRevision, r.modRevision, r.version, r.lease})
+			err = enc.Encode(snapshotKVOf(r))
 			return err == nil
 		})
 	}
@@ -131,8 +158,17 @@ func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
 		})
 	}
 	if err == nil {
-		sn.changes.Ascend(func(c *change) bool {
-			err = enc.Encode(snapshotChange{c.now, c.event})
+		sn.hist.byKey.Ascend(func(v *version) bool {
+			sv := snapshotVersion{Key: v.key, Revision: v.rev, OpIndex: v.op, Cause: causeNames[v.cause], Now: v.now, Lease: v.lease}
+			if r := v.rec; r != nil {
+				if live, ok := sn.kv.Get(r); ok && live == r {
+					sv.Live = true
+				} else {
+					kv := snapshotKVOf(r)
+					sv.Record = &kv
+				}
+			}
+			err = enc.Encode(sv)
 			return err == nil
 		})
 	}
@@ -186,7 +222,7 @@ func readSnapshot(r io.Reader) (*State, error) {
 		if sk.Key == "" || len(sk.Value) == 0 || s.getRecord(sk.Key) != nil {
 			return nil, fmt.Errorf("%w: key %d of %d: empty, valueless or duplicate key %q", ErrBadSnapshot, i+1, h.Keys, sk.Key)
 		}
-		rec := &record{key: sk.Key, value: sk.Value, createRevision: sk.CreateRevision, modRevision: sk.ModRevision, version: sk.Version, lease: sk.Lease}
+		rec := sk.record()
 		if rec.lease != 0 {
 			l := s.getLease(rec.lease)
 			if l == nil {
@@ -214,44 +250,24 @@ func readSnapshot(r io.Reader) (*State, error) {
 			return nil, fmt.Errorf("%w: idempotency sequence %d appears twice", ErrBadSnapshot, e.seq)
 		}
 	}
-	// Snapshots before version 3 carry no change log: the history before
-	// them is unknown, so the floor is the snapshot's revision.
-	s.compactRevision = h.CompactRevision
-	if h.Version < 3 {
-		s.compactRevision = h.Revision
+	s.hist.floor = h.CompactRevision
+	if s.hist.floor < 0 || s.hist.floor > s.revision {
+		return nil, fmt.Errorf("%w: compact revision %d outside 0..%d", ErrBadSnapshot, s.hist.floor, s.revision)
 	}
-	if s.compactRevision < 0 || s.compactRevision > s.revision {
-		return nil, fmt.Errorf("%w: compact revision %d outside 0..%d", ErrBadSnapshot, s.compactRevision, s.revision)
+	if h.Version < 4 {
+		// A version 3 change log holds the changes above its floor but not
+		// the versions keys had at the floor, which reads at a past
+		// revision need: the history starts at the snapshot's revision.
+		if h.Version < 3 {
+			s.hist.floor = h.Revision
+		}
+		if err := s.checkChangeLogV3(dec, h.Changes); err != nil {
+			return nil, err
+		}
+		s.hist.floor = s.revision
 	}
-	// The log must be what Apply leaves: every revision above the floor,
-	// each numbered from op_index 0 without gaps, times never going back
-	// or past the state's clock. A hole would let a reader skip events
-	// without ever being told the log was compacted.
-	var prev *change
-	for i := 0; i < h.Changes; i++ {
-		var sc snapshotChange
-		if err := dec.Decode(&sc); err != nil {
-			return nil, fmt.Errorf("%w: change %d of %d: %v", ErrBadSnapshot, i+1, h.Changes, err)
-		}
-		c := &change{event: sc.Event, now: sc.Now}
-		next := c.event.Revision == s.compactRevision+1 && c.event.OpIndex == 0
-		if prev != nil {
-			next = (c.event.Revision == prev.event.Revision && c.event.OpIndex == prev.event.OpIndex+1) ||
-				(c.event.Revision == prev.event.Revision+1 && c.event.OpIndex == 0)
-		}
-		if !next || c.event.Revision > s.revision || c.event.Key == "" || c.now > s.now || (prev != nil && c.now < prev.now) {
-			return nil, fmt.Errorf("%w: change %d of %d (revision %d, op %d, time %d) breaks the log's order or range", ErrBadSnapshot, i+1, h.Changes, c.event.Revision, c.event.OpIndex, c.now)
-		}
-		s.changes.ReplaceOrInsert(c)
-		prev = c
-	}
-	if last := int64(0); s.compactRevision < s.revision {
-		if prev != nil {
-			last = prev.event.Revision
-		}
-		if last != s.revision {
-			return nil, fmt.Errorf("%w: the change log ends at revision %d, not at the state's %d", ErrBadSnapshot, last, s.revision)
-		}
+	if err := s.readHistory(dec, h.History); err != nil {
+		return nil, err
 	}
 	var lonely error
 	s.leases.Ascend(func(l *lease) bool {
@@ -281,4 +297,136 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
+}
+
+// readHistory reads n versions, in key order, and checks that they are what
+// Apply leaves: every revision above the floor, each numbered from op_index
+// 0 without gaps, times never going back or past the state's clock; at or
+// below the floor only puts that a later version of their key still needs;
+// a version marked live is the key's live record. A hole would let a reader
+// skip changes without ever being told the history was compacted.
+func (s *State) readHistory(dec *json.Decoder, n int) error {
+	h := &s.hist
+	var prev *version
+	for i := 0; i < n; i++ {
+		var sv snapshotVersion
+		if err := dec.Decode(&sv); err != nil {
+			return fmt.Errorf("%w: history version %d of %d: %v", ErrBadSnapshot, i+1, n, err)
+		}
+		v := &version{key: sv.Key, rev: sv.Revision, op: sv.OpIndex, cause: causeOf(sv.Cause), now: sv.Now, lease: sv.Lease}
+		bad := func(why string) error {
+			return fmt.Errorf("%w: history version %d of %d (key %q, revision %d, op %d): %s", ErrBadSnapshot, i+1, n, v.key, v.rev, v.op, why)
+		}
+		switch {
+		case sv.Live:
+			r := s.getRecord(sv.Key)
+			if r == nil || r.modRevision != sv.Revision || sv.Record != nil {
+				return bad("marked live, but it is not the key's live record")
+			}
+			v.rec = r
+		case sv.Record != nil:
+			sk := sv.Record
+			if sk.Key != sv.Key || len(sk.Value) == 0 || sk.ModRevision != sv.Revision {
+				return bad("its record does not match it")
+			}
+			v.rec = sk.record()
+		}
+		switch {
+		case v.key == "" || v.cause == 0 || v.rev < 1 || v.rev > s.revision || v.op < 0 || v.now > s.now:
+			return bad("out of range")
+		case (v.rec == nil) != (v.cause != causePut):
+			return bad("a put without a record, or a delete with one")
+		case prev != nil && !lessByKey(prev, v):
+			return bad("out of order")
+		case prev != nil && prev.key == v.key && prev.rev <= h.floor && v.rev <= h.floor:
+			return bad("two versions of one key at or below the floor")
+		case v.rev <= h.floor && v.isDelete():
+			return bad("a delete at or below the floor")
+		}
+		// A delete, or a put of a key that existed, follows a put of its
+		// key: above the floor, or as the key's version at the floor.
+		samePut := prev != nil && prev.key == v.key && !prev.isDelete()
+		if v.rev > h.floor && (v.isDelete() || v.rec.version > 1) && !samePut {
+			return bad("no version of the key before it")
+		}
+		if prev != nil && prev.key != v.key && prev.rev <= h.floor {
+			return fmt.Errorf("%w: history: key %q keeps a version at the floor but no change after it", ErrBadSnapshot, prev.key)
+		}
+		h.byKey.ReplaceOrInsert(v)
+		if v.rev > h.floor {
+			h.byRev.ReplaceOrInsert(v)
+		}
+		prev = v
+	}
+	if prev != nil && prev.rev <= h.floor {
+		return fmt.Errorf("%w: history: key %q keeps a version at the floor but no change after it", ErrBadSnapshot, prev.key)
+	}
+	// The change log: contiguous from the floor to the state's revision.
+	var last *version
+	var err error
+	h.byRev.Ascend(func(v *version) bool {
+		next := v.rev == h.floor+1 && v.op == 0
+		if last != nil {
+			next = (v.rev == last.rev && v.op == last.op+1) || (v.rev == last.rev+1 && v.op == 0)
+		}
+		if !next || (last != nil && v.now < last.now) {
+			err = fmt.Errorf("%w: history change at revision %d, op %d (time %d) breaks the log's order", ErrBadSnapshot, v.rev, v.op, v.now)
+		}
+		last = v
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	if end := h.floor; h.floor < s.revision {
+		if last != nil {
+			end = last.rev
+		}
+		if end != s.revision {
+			return fmt.Errorf("%w: the history ends at revision %d, not at the state's %d", ErrBadSnapshot, end, s.revision)
+		}
+	}
+	// Every live key changed above the floor has that change in the history.
+	s.kv.Ascend(func(r *record) bool {
+		if r.modRevision > h.floor {
+			if v := h.latest(r.key, r.modRevision); v == nil || v.rec != r {
+				err = fmt.Errorf("%w: key %q changed at revision %d, above the floor, but its history does not say so", ErrBadSnapshot, r.key, r.modRevision)
+			}
+		}
+		return err == nil
+	})
+	return err
+}
+
+// checkChangeLogV3 reads a version 3 change log and checks it is what Apply
+// left: every revision above the floor, each numbered from op_index 0
+// without gaps, times never going back or past the state's clock. The
+// events are then dropped (see readSnapshot), but a snapshot whose log is
+// broken is refused as it always was.
+func (s *State) checkChangeLogV3(dec *json.Decoder, n int) error {
+	var prev *snapshotChange
+	for i := 0; i < n; i++ {
+		var c snapshotChange
+		if err := dec.Decode(&c); err != nil {
+			return fmt.Errorf("%w: change %d of %d: %v", ErrBadSnapshot, i+1, n, err)
+		}
+		next := c.Event.Revision == s.hist.floor+1 && c.Event.OpIndex == 0
+		if prev != nil {
+			next = (c.Event.Revision == prev.Event.Revision && c.Event.OpIndex == prev.Event.OpIndex+1) ||
+				(c.Event.Revision == prev.Event.Revision+1 && c.Event.OpIndex == 0)
+		}
+		if !next || c.Event.Revision > s.revision || c.Event.Key == "" || c.Now > s.now || (prev != nil && c.Now < prev.Now) {
+			return fmt.Errorf("%w: change %d of %d (revision %d, op %d, time %d) breaks the log's order or range", ErrBadSnapshot, i+1, n, c.Event.Revision, c.Event.OpIndex, c.Now)
+		}
+		prev = &c
+	}
+	if last := int64(0); s.hist.floor < s.revision {
+		if prev != nil {
+			last = prev.Event.Revision
+		}
+		if last != s.revision {
+			return fmt.Errorf("%w: the change log ends at revision %d, not at the state's %d", ErrBadSnapshot, last, s.revision)
+		}
+	}
+	return nil
 }

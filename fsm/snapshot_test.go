@@ -26,6 +26,7 @@ const (
 	goldenV1 = "testdata/snapshot-v1.golden"
 	goldenV2 = "testdata/snapshot-v2.golden"
 	goldenV3 = "testdata/snapshot-v3.golden"
+	goldenV4 = "testdata/snapshot-v4.golden"
 )
 
 // goldenSteps is the fixed command sequence behind snapshot-v1.golden. Its
@@ -73,7 +74,7 @@ func goldenStepsV3() []step {
 	return append(goldenStepsV2(),
 		// Renews 7 and 1; 42 was never granted, 9 is anonymous.
 		step{t0 + 5_300, Command{Op: OpKeepAliveMany, IdempotencyKey: "client-1:req-3", Body: &KeepAliveMany{IDs: []int64{7, 42, 1, 9}}}},
-		step{t0 + 5_400, &Limits{MaxLeases: 1000, MaxKeysPerLease: 100, ChangesMax: 6, ChangesMaxAgeMS: 4_000}},
+		step{t0 + 5_400, &Limits{MaxLeases: 1000, MaxKeysPerLease: 100, HistoryRevisions: 6, HistoryAgeMS: 4_000}},
 		// rev 13: revisions 1..8 (stamped before t0+1_500) are too old.
 		step{t0 + 5_500, &Put{Key: "v3.a", Value: val(`{"n":3,"s":"<&>"}`)}},
 		// rev 14, two events: 7 events, so revision 9 goes.
@@ -83,12 +84,29 @@ func goldenStepsV3() []step {
 	)
 }
 
+// goldenStepsV4 are the v3 steps with the history's limits as version 4
+// counts them, in revisions: the last four, none older than 4 s.
+func goldenStepsV4() []step {
+	steps := goldenStepsV3()
+	n := len(goldenStepsV2())
+	steps = append(steps[:n+1:n+1],
+		step{t0 + 5_400, &Limits{MaxLeases: 1000, MaxKeysPerLease: 100, HistoryRevisions: 4, HistoryAgeMS: 4_000}},
+		// rev 13: revisions 1..8 (stamped before t0+1_500) are too old.
+		step{t0 + 5_500, &Put{Key: "v3.a", Value: val(`{"n":3,"s":"<&>"}`)}},
+		// rev 14: the last four are 11..14, so revisions 9 and 10 go.
+		step{t0 + 5_600, &Revoke{ID: 1}},
+		// rev 15: revision 11 goes.
+		step{t0 + 5_700, &Delete{Key: "idem.", IsPrefix: true}},
+	)
+	return steps
+}
+
 // dropChangeHistory makes s what restoring a snapshot of it without a
 // change log (versions 1 and 2) gives: no events, the floor at the
 // revision.
 func dropChangeHistory(s *State) *State {
-	s.changes = newChangeLog()
-	s.compactRevision = s.Revision()
+	s.hist = newHistory()
+	s.hist.floor = s.Revision()
 	return s
 }
 
@@ -109,27 +127,27 @@ func readGoldenFile(t testing.TB, path string) []byte {
 	return data
 }
 
-// The snapshot of the v3 golden sequence is byte for byte the v3 golden
+// The snapshot of the v3 golden sequence is byte for byte the v4 golden
 // file: the current encoding has not changed. If it must change, bump
 // SnapshotVersion, add a new golden file, and keep the old ones and their
 // restore tests. -update rewrites only the current version's file.
 func TestSnapshotGoldenWrite(t *testing.T) {
 	s := New()
-	run(t, s, goldenStepsV3()...)
+	run(t, s, goldenStepsV4()...)
 	got := snap(t, s)
 	if *update {
-		if err := os.MkdirAll(filepath.Dir(goldenV3), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(goldenV4), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(goldenV3, got, 0o644); err != nil {
+		if err := os.WriteFile(goldenV4, got, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("wrote %s", goldenV3)
+		t.Logf("wrote %s", goldenV4)
 	}
-	if want := readGoldenFile(t, goldenV3); !bytes.Equal(got, want) {
-		t.Fatalf("snapshot differs from %s:\ngot:\n%s\nwant:\n%s", goldenV3, got, want)
+	if want := readGoldenFile(t, goldenV4); !bytes.Equal(got, want) {
+		t.Fatalf("snapshot differs from %s:\ngot:\n%s\nwant:\n%s", goldenV4, got, want)
 	}
-	eq(t, "golden file of the current version", SnapshotVersion, 3)
+	eq(t, "golden file of the current version", SnapshotVersion, 4)
 }
 
 // The v2 golden restores with its idempotency cache: a retry gets the
@@ -142,7 +160,7 @@ func TestSnapshotGoldenV2Restore(t *testing.T) {
 	eq(t, "revision", s.Revision(), int64(12))
 	eq(t, "idempotency entries", s.IdempotencyCount(), 2)
 	eq(t, "limits", s.Limits(), Limits{MaxLeases: 1000, MaxKeysPerLease: 100, IdempotencyEntries: 100_000, IdempotencyRevisions: 10_000,
-		ChangesMax: 1_000_000, ChangesMaxAgeMS: 86_400_000})
+		HistoryRevisions: 1_000_000, HistoryAgeMS: 86_400_000})
 	built := New()
 	run(t, built, goldenStepsV2()...)
 	eq(t, "rewritten", string(snap(t, s)), string(snap(t, dropChangeHistory(built))))
@@ -175,20 +193,50 @@ func TestSnapshotGoldenV2Restore(t *testing.T) {
 	eq(t, "read from the floor", changesFrom(t, s, 12, -1, 10).Events, r.Events)
 }
 
-// The v3 golden restores with its change log and its floor, exactly as
-// written down here, answers Changes from it, remembers the KeepAliveMany
-// reply, and writes back to the same bytes.
+// The v3 golden restores: its change log is checked and dropped, since it
+// lacks the versions keys had at its floor that reads at a past revision
+// need; the history starts at the snapshot's revision. It remembers the
+// KeepAliveMany reply, and writes back as the v4 snapshot of the same
+// state without history.
 func TestSnapshotGoldenV3Restore(t *testing.T) {
 	data := readGoldenFile(t, goldenV3)
+	s := restored(t, data)
+	eq(t, "revision", s.Revision(), int64(15))
+	eq(t, "now", s.Now(), int64(t0+5_700))
+	built := New()
+	run(t, built, goldenStepsV3()...)
+	eq(t, "rewritten", string(snap(t, s)), string(snap(t, dropChangeHistory(built))))
+	eq(t, "digest", stateDigest(s), stateDigest(built))
+	if err := checkInvariants(s); err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "floor", s.CompactRevision(), int64(15))
+	checkChangeLog(t, s, nil)
+	for _, pos := range [][2]int64{{0, -1}, {11, -1}, {14, 0}, {15, 0}} {
+		mustCompacted(t, s, pos[0], int(pos[1]))
+	}
+	retry := goldenStepsV3()[len(goldenStepsV2())].body.(Command)
+	retry.Now = t0 + 6_000
+	mustCached(t, s, t0+6_000, retry, []byte(`{"leases":[{"id":7,"ttl":60,"remaining_ttl":60,"remaining_ms":60000},{"id":1,"ttl":10,"remaining_ttl":10,"remaining_ms":10000}],"not_found":[42,9]}`))
+	r := mustApply(t, s, t0+6_100, &Put{Key: "after", Value: val(`1`)})
+	checkChangeLog(t, s, r.Events)
+	eq(t, "read from the floor", changesFrom(t, s, 15, -1, 10).Events, r.Events)
+}
+
+// The v4 golden restores with its history and its floor, exactly as
+// written down here, answers Changes from it, remembers the KeepAliveMany
+// reply, and writes back to the same bytes.
+func TestSnapshotGoldenV4Restore(t *testing.T) {
+	data := readGoldenFile(t, goldenV4)
 	s := restored(t, data)
 	const now = t0 + 5_700
 	eq(t, "revision", s.Revision(), int64(15))
 	eq(t, "now", s.Now(), int64(now))
 	eq(t, "limits", s.Limits(), Limits{MaxLeases: 1000, MaxKeysPerLease: 100, IdempotencyEntries: 100_000, IdempotencyRevisions: 10_000,
-		ChangesMax: 6, ChangesMaxAgeMS: 4_000})
+		HistoryRevisions: 4, HistoryAgeMS: 4_000})
 	eq(t, "rewritten", string(snap(t, s)), string(data))
 	built := New()
-	run(t, built, goldenStepsV3()...)
+	run(t, built, goldenStepsV4()...)
 	eq(t, "digest", stateDigest(s), stateDigest(built))
 	if err := checkInvariants(s); err != nil {
 		t.Fatal(err)
@@ -246,7 +294,7 @@ func TestSnapshotGoldenV3Restore(t *testing.T) {
 	// The leases the KeepAliveMany renewed, and its remembered reply.
 	eq(t, "lease 7 deadline", s.getLease(7).deadline, int64(t0+5_300+60_000))
 	leaseGone(t, s, 1)
-	retry := goldenStepsV3()[len(goldenStepsV2())].body.(Command)
+	retry := goldenStepsV4()[len(goldenStepsV2())].body.(Command)
 	retry.Now = t0 + 6_000
 	cr := mustCached(t, s, t0+6_000, retry, []byte(`{"leases":[{"id":7,"ttl":60,"remaining_ttl":60,"remaining_ms":60000},{"id":1,"ttl":10,"remaining_ttl":10,"remaining_ms":10000}],"not_found":[42,9]}`))
 	eq(t, "cached: no events", len(cr.Events), 0)
@@ -270,7 +318,7 @@ func TestSnapshotGoldenRestore(t *testing.T) {
 	eq(t, "now", s.Now(), int64(now))
 	// v1 had no idempotency or change-log limits: the defaults apply.
 	eq(t, "limits", s.Limits(), Limits{MaxLeases: 1000, MaxKeysPerLease: 100, IdempotencyEntries: 100_000, IdempotencyRevisions: 10_000,
-		ChangesMax: 1_000_000, ChangesMaxAgeMS: 86_400_000})
+		HistoryRevisions: 1_000_000, HistoryAgeMS: 86_400_000})
 	e, a := s.LeaseCount()
 	eq(t, "lease count", [2]int64{e, a}, [2]int64{2, 1})
 
@@ -457,7 +505,7 @@ func TestRestoreRejectsBadSnapshots(t *testing.T) {
 		{"wrong format", mutateLine(golden, 0, replace(`"concord.fsm"`, `"concord.kv"`))},
 		{"no format", mutateLine(golden, 0, replace(`"format":"concord.fsm",`, ``))},
 		{"version 0", mutateLine(golden, 0, replace(`"version":1`, `"version":0`))},
-		{"version 4", mutateLine(golden, 0, replace(`"version":1`, `"version":4`))},
+		{"version 5", mutateLine(golden, 0, replace(`"version":1`, `"version":5`))},
 		{"no version", mutateLine(golden, 0, replace(`"version":1,`, ``))},
 		{"negative version", mutateLine(golden, 0, replace(`"version":1`, `"version":-1`))},
 		{"version as string", mutateLine(golden, 0, replace(`"version":1`, `"version":"1"`))},
@@ -489,6 +537,7 @@ func TestRestoreRejectsBadSnapshots(t *testing.T) {
 	}
 
 	cases = append(cases, badV3Snapshots(t)...)
+	cases = append(cases, badV4Snapshots(t)...)
 
 	s := goldenState(t)
 	mustApply(t, s, s.Now(), &Put{Key: "after.golden", Value: val(`1`), TTL: 3})
@@ -521,7 +570,8 @@ func TestRestoreReadError(t *testing.T) {
 		want *State // what the file restores to
 	}{
 		{goldenV1, dropChangeHistory(goldenState(t))},
-		{goldenV3, v3},
+		{goldenV3, dropChangeHistory(goldenStateV3(t))},
+		{goldenV4, goldenStateV4(t)},
 	} {
 		golden := readGoldenFile(t, g.path)
 		s := New()
@@ -592,7 +642,7 @@ func TestSnapshotLayout(t *testing.T) {
 	}
 	eq(t, "header", h, snapshotHeader{Format: SnapshotFormat, Version: 1, Revision: 10, NextLeaseID: 11,
 		Now: t0 + 5_000, Limits: Limits{MaxLeases: 1000, MaxKeysPerLease: 100}, Leases: 3, Keys: 5})
-	eq(t, "format constants", [2]any{SnapshotFormat, SnapshotVersion}, [2]any{"concord.fsm", 3})
+	eq(t, "format constants", [2]any{SnapshotFormat, SnapshotVersion}, [2]any{"concord.fsm", 4})
 	var ids []int64
 	for _, l := range lines[1:4] {
 		var sl snapshotLease
@@ -628,7 +678,7 @@ func TestSnapshotLayoutV3(t *testing.T) {
 		t.Fatal(err)
 	}
 	eq(t, "header", h, snapshotHeader{Format: SnapshotFormat, Version: 3, Revision: 15, NextLeaseID: 11, Now: t0 + 5_700,
-		Limits: Limits{MaxLeases: 1000, MaxKeysPerLease: 100, IdempotencyEntries: 100_000, IdempotencyRevisions: 10_000, ChangesMax: 6, ChangesMaxAgeMS: 4_000},
+		Limits: Limits{MaxLeases: 1000, MaxKeysPerLease: 100, IdempotencyEntries: 100_000, IdempotencyRevisions: 10_000, HistoryRevisions: 6, HistoryAgeMS: 4_000},
 		Leases: 2, Keys: 4, Idempotency: 3, IdempotencySeq: 3, Changes: 6, CompactRevision: 11})
 	eq(t, "lines", len(lines), 1+2+4+3+6)
 	var got [][3]int64
@@ -773,4 +823,72 @@ func TestRestoreRejectsInconsistentChangeLog(t *testing.T) {
 			}
 		})
 	}
+}
+
+func goldenStateV3(t testing.TB) *State {
+	s := New()
+	run(t, s, goldenStepsV3()...)
+	return s
+}
+
+// badV4Snapshots are broken versions of the v4 golden file's history: a
+// version missing or out of place, a tombstone or a needless version at or
+// below the floor, a version claiming to be live that is not, a record that
+// does not match its version, times going back or ahead of the clock.
+func badV4Snapshots(t testing.TB) []badSnapshot {
+	golden := readGoldenFile(t, goldenV4)
+	lines := goldenLinesOf(t, goldenV4)
+	// Lines: 0 header, 1..2 leases, 3..6 keys, 7..9 idempotency entries,
+	// 10..18 history: idem.a@11 idem.a@15(del) idem.b@12 idem.b@15(del)
+	// svc.api.n1@1(base) svc.api.n1@14(del) svc.api.n2@2(base)
+	// svc.api.n2@14(del) v3.a@13(live); the floor is 11.
+	if len(lines) != 19 || !strings.Contains(lines[10], `"key":"idem.a","revision":11`) || !strings.Contains(lines[18], `"live":true`) {
+		t.Fatalf("unexpected v4 golden layout:\n%s", golden)
+	}
+	join := func(ls ...string) []byte { return []byte(strings.Join(ls, "\n") + "\n") }
+	h := lines[10:]
+	// with writes the history lines given, the header counting them.
+	with := func(hist ...string) []byte {
+		head := strings.Replace(lines[0], `"history":9`, fmt.Sprintf(`"history":%d`, len(hist)), 1)
+		return join(append(append([]string{head}, lines[1:10]...), hist...)...)
+	}
+	drop := func(i int) []byte {
+		return with(append(append([]string{}, h[:i]...), h[i+1:]...)...)
+	}
+	set := func(i int, f func(string) string) []byte {
+		hist := append([]string{}, h...)
+		hist[i] = f(hist[i])
+		return with(hist...)
+	}
+	return []badSnapshot{
+		{"v4: a base dropped (a delete with nothing before it)", drop(4)},
+		{"v4: a change dropped (its base left without a later version)", drop(5)},
+		{"v4: the live version dropped", drop(8)},
+		{"v4: the last revision's changes dropped", with(h[0], h[2], h[4], h[5], h[6], h[7], h[8])},
+		{"v4: two lines swapped", with(h[1], h[0], h[2], h[3], h[4], h[5], h[6], h[7], h[8])},
+		{"v4: a line twice", with(h[0], h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8])},
+		{"v4: a tombstone at the floor", with(h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8],
+			`{"key":"w","revision":10,"op_index":0,"cause":"delete","now":1005000}`)},
+		{"v4: a version at the floor with no later change", with(h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8],
+			`{"key":"w","revision":3,"op_index":0,"cause":"put","now":0,"record":{"key":"w","value":1,"create_revision":3,"mod_revision":3,"version":1}}`)},
+		{"v4: live but not the live record", set(2, func(l string) string { return l[:strings.Index(l, `,"record"`)] + `,"live":true}` })},
+		{"v4: a put without a record", set(2, func(l string) string { return l[:strings.Index(l, `,"record"`)] + `}` })},
+		{"v4: a delete with a record", set(1, replace(`"now":1005700}`, `"now":1005700,"record":{"key":"idem.a","value":1,"create_revision":15,"mod_revision":15,"version":1}}`))},
+		{"v4: a record of another key", set(2, replace(`"record":{"key":"idem.b"`, `"record":{"key":"idem.c"`))},
+		{"v4: a record of another revision", set(2, replace(`"mod_revision":12`, `"mod_revision":13`))},
+		{"v4: an unknown cause", set(1, replace(`"cause":"delete"`, `"cause":"vanished"`))},
+		{"v4: a time after the state's clock", set(1, replace(`"now":1005700`, `"now":1005701`))},
+		{"v4: times going back", set(8, replace(`"now":1005500`, `"now":1005100`))},
+		{"v4: an op index gap", set(3, replace(`"op_index":1`, `"op_index":2`))},
+		{"v4: one version more announced", mutateLine(golden, 0, replace(`"history":9`, `"history":10`))},
+		{"v4: one version fewer announced", mutateLine(golden, 0, replace(`"history":9`, `"history":8`))},
+		{"v4: the floor above the revision", mutateLine(golden, 0, replace(`"compact_revision":11`, `"compact_revision":16`))},
+		{"v4: unknown history field", set(0, replace(`{"key"`, `{"ttl":3,"key"`))},
+	}
+}
+
+func goldenStateV4(t testing.TB) *State {
+	s := New()
+	run(t, s, goldenStepsV4()...)
+	return s
 }

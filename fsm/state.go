@@ -22,6 +22,37 @@ type record struct {
 	modRevision    int64
 	version        int64
 	lease          int64
+	// extra holds the put's content type and metadata; nil, one pointer,
+	// for the many records without them.
+	extra *recordExtra
+}
+
+// recordExtra is what a put may carry besides its value, stored and
+// returned unchanged.
+type recordExtra struct {
+	contentType string
+	metadata    json.RawMessage
+}
+
+func newExtra(contentType string, metadata json.RawMessage) *recordExtra {
+	if contentType == "" && len(metadata) == 0 {
+		return nil
+	}
+	return &recordExtra{contentType: contentType, metadata: metadata}
+}
+
+func (r *record) contentType() string {
+	if r.extra == nil {
+		return ""
+	}
+	return r.extra.contentType
+}
+
+func (r *record) metadata() json.RawMessage {
+	if r.extra == nil {
+		return nil
+	}
+	return r.extra.metadata
 }
 
 // lease is one lease. Immutable once in the tree, like record.
@@ -59,10 +90,12 @@ type State struct {
 	idemByKey *btree.BTreeG[*idemEntry]
 	idemBySeq *btree.BTreeG[*idemEntry]
 	idemSeq   uint64
-	// The change log, by (revision, op_index), and its floor: events at or
-	// below compactRevision are gone.
-	changes         *btree.BTreeG[*change]
-	compactRevision int64
+	// hist is the retained past of the keyspace (history.go).
+	hist history
+	// prevs collects, for each event the command being applied makes, the
+	// record it replaced or deleted (nil for a new key), for recordChanges.
+	// Reset by each command; not part of the state or its snapshot.
+	prevs []*record
 
 	revision    int64
 	nextLeaseID int64
@@ -121,7 +154,7 @@ func New() *State {
 	return &State{
 		idemByKey:   byKey,
 		idemBySeq:   bySeq,
-		changes:     newChangeLog(),
+		hist:        newHistory(),
 		kv:          btree.NewG(btreeDegree, func(a, b *record) bool { return a.key < b.key }),
 		leases:      btree.NewG(btreeDegree, func(a, b *lease) bool { return a.id < b.id }),
 		attached:    btree.NewG(btreeDegree, lessAttachment),
@@ -186,6 +219,7 @@ func (s *State) ApplyCommand(c Command) Result {
 		s.now = c.Now
 	}
 	s.activity = LeaseActivity{}
+	s.prevs = s.prevs[:0]
 	var r Result
 	if c.IdempotencyKey != "" && mutates(c.Op) {
 		r = s.applyIdempotent(c, s.now)
@@ -225,11 +259,11 @@ func (l Limits) withDefaults() Limits {
 	if l.IdempotencyRevisions <= 0 {
 		l.IdempotencyRevisions = DefaultLimits.IdempotencyRevisions
 	}
-	if l.ChangesMax <= 0 {
-		l.ChangesMax = DefaultLimits.ChangesMax
+	if l.HistoryRevisions <= 0 {
+		l.HistoryRevisions = DefaultLimits.HistoryRevisions
 	}
-	if l.ChangesMaxAgeMS <= 0 {
-		l.ChangesMaxAgeMS = DefaultLimits.ChangesMaxAgeMS
+	if l.HistoryAgeMS <= 0 {
+		l.HistoryAgeMS = DefaultLimits.HistoryAgeMS
 	}
 	return l
 }

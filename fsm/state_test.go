@@ -42,7 +42,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		&Expire{IDs: []int64{1, 2, 3}},
 		&Expire{},
 		&Limits{MaxLeases: 5, MaxKeysPerLease: 6},
-		&Limits{MaxLeases: 5, MaxKeysPerLease: 6, IdempotencyEntries: 7, IdempotencyRevisions: 8, ChangesMax: 1 << 40, ChangesMaxAgeMS: 3_600_000},
+		&Limits{MaxLeases: 5, MaxKeysPerLease: 6, IdempotencyEntries: 7, IdempotencyRevisions: 8, HistoryRevisions: 1 << 40, HistoryAgeMS: 3_600_000},
 		&KeepAliveMany{IDs: []int64{1, 1 << 53, 7, 7}},
 		&KeepAliveMany{IDs: []int64{-3}},
 		&KeepAliveMany{},
@@ -63,12 +63,12 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		}
 	}
 	// The op numbers are part of the log format.
-	eq(t, "op numbers", []Op{OpGrant, OpKeepAlive, OpRevoke, OpPut, OpDelete, OpExpire, OpSetLimits, OpTxn, OpKeepAliveMany}, []Op{1, 2, 3, 4, 5, 6, 7, 8, 9})
+	eq(t, "op numbers", []Op{OpGrant, OpKeepAlive, OpRevoke, OpPut, OpDelete, OpExpire, OpSetLimits, OpTxn, OpKeepAliveMany, OpCompact}, []Op{1, 2, 3, 4, 5, 6, 7, 8, 9, 10})
 	eq(t, "op names", []string{OpGrant.String(), OpKeepAlive.String(), OpRevoke.String(), OpPut.String(),
-		OpDelete.String(), OpExpire.String(), OpSetLimits.String(), OpKeepAliveMany.String(), Op(10).String()},
-		[]string{"grant", "keepalive", "revoke", "put", "delete", "expire", "set_limits", "keepalive_many", "op(10)"})
+		OpDelete.String(), OpExpire.String(), OpSetLimits.String(), OpKeepAliveMany.String(), OpCompact.String(), Op(11).String()},
+		[]string{"grant", "keepalive", "revoke", "put", "delete", "expire", "set_limits", "keepalive_many", "compact", "op(11)"})
 	// SetLimits carries six varints, in field order.
-	data := encode(t, 0, &Limits{MaxLeases: 1, MaxKeysPerLease: 2, IdempotencyEntries: 3, IdempotencyRevisions: 4, ChangesMax: 5, ChangesMaxAgeMS: 6})
+	data := encode(t, 0, &Limits{MaxLeases: 1, MaxKeysPerLease: 2, IdempotencyEntries: 3, IdempotencyRevisions: 4, HistoryRevisions: 5, HistoryAgeMS: 6})
 	eq(t, "set_limits body", data[headerLen:], []byte{2, 4, 6, 8, 10, 12})
 	// KeepAliveMany: a count, then the ids.
 	data = encode(t, 0, &KeepAliveMany{IDs: []int64{1, -1, 64}})
@@ -124,7 +124,7 @@ func TestDecodeErrors(t *testing.T) {
 		&Put{Key: "svc.a", Value: val(`{"addr":"10.0.0.5"}`), Lease: 300, TTL: 0, PrevKV: true},
 		&Delete{Key: "svc.", IsPrefix: true},
 		&Expire{IDs: []int64{300, 301}},
-		&Limits{MaxLeases: 300, MaxKeysPerLease: 300, IdempotencyEntries: 300, IdempotencyRevisions: 300, ChangesMax: 300, ChangesMaxAgeMS: 300},
+		&Limits{MaxLeases: 300, MaxKeysPerLease: 300, IdempotencyEntries: 300, IdempotencyRevisions: 300, HistoryRevisions: 300, HistoryAgeMS: 300},
 		&KeepAliveMany{IDs: []int64{300, 301}},
 	} {
 		data := encode(t, later, b)
@@ -177,7 +177,7 @@ func FuzzDecodeApply(f *testing.F) {
 		&Grant{TTL: 10}, &Grant{ID: 5, TTL: 1, Metadata: val(`{}`)}, &KeepAlive{ID: 1, TTL: 3}, &Revoke{ID: 1},
 		&Put{Key: "a.b", Value: val(`1`), Lease: 1}, &Put{Key: "t", Value: val(`"x"`), TTL: 2, PrevKV: true},
 		&Delete{Key: "", IsPrefix: true, PrevKV: true}, &Expire{IDs: []int64{1, 2}}, &Expire{}, &Limits{MaxLeases: 2, MaxKeysPerLease: 2},
-		&Limits{MaxLeases: 2, MaxKeysPerLease: 2, ChangesMax: 3, ChangesMaxAgeMS: 1_000}, &KeepAliveMany{IDs: []int64{1, 2, 1}}, &KeepAliveMany{},
+		&Limits{MaxLeases: 2, MaxKeysPerLease: 2, HistoryRevisions: 3, HistoryAgeMS: 1_000}, &KeepAliveMany{IDs: []int64{1, 2, 1}}, &KeepAliveMany{},
 	} {
 		data, err := Encode(t0+1_000, b)
 		if err != nil {
@@ -428,7 +428,7 @@ func TestApplyDoesNotRetainEntryBuffer(t *testing.T) {
 // set_limits entries from before the idempotency and change-log limits
 // decode, and the missing limits take their defaults when applied.
 func TestSetLimitsOlderEncodings(t *testing.T) {
-	full := encode(t, t0, &Limits{MaxLeases: 300, MaxKeysPerLease: 300, IdempotencyEntries: 300, IdempotencyRevisions: 300, ChangesMax: 300, ChangesMaxAgeMS: 300})
+	full := encode(t, t0, &Limits{MaxLeases: 300, MaxKeysPerLease: 300, IdempotencyEntries: 300, IdempotencyRevisions: 300, HistoryRevisions: 300, HistoryAgeMS: 300})
 	for _, n := range []int{headerLen + 4, headerLen + 8} {
 		c, err := Decode(full[:n])
 		if err != nil {
@@ -439,7 +439,7 @@ func TestSetLimitsOlderEncodings(t *testing.T) {
 			t.Fatal(r.Err)
 		}
 		want := Limits{MaxLeases: 300, MaxKeysPerLease: 300, IdempotencyEntries: DefaultLimits.IdempotencyEntries, IdempotencyRevisions: DefaultLimits.IdempotencyRevisions,
-			ChangesMax: DefaultLimits.ChangesMax, ChangesMaxAgeMS: DefaultLimits.ChangesMaxAgeMS}
+			HistoryRevisions: DefaultLimits.HistoryRevisions, HistoryAgeMS: DefaultLimits.HistoryAgeMS}
 		if n == headerLen+8 {
 			want.IdempotencyEntries, want.IdempotencyRevisions = 300, 300
 		}

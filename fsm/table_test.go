@@ -59,28 +59,11 @@ func runCases(t *testing.T, cases []cmdCase) {
 	}
 }
 
+// opOf finds a body's op through the table, as the encoder does.
 func opOf(body any) Op {
-	switch body.(type) {
-	case *Grant:
-		return OpGrant
-	case *KeepAlive:
-		return OpKeepAlive
-	case *KeepAliveMany:
-		return OpKeepAliveMany
-	case *Revoke:
-		return OpRevoke
-	case *Put:
-		return OpPut
-	case *Delete:
-		return OpDelete
-	case *Expire:
-		return OpExpire
-	case *Limits:
-		return OpSetLimits
-	case *Txn:
-		return OpTxn
-	case Command:
-		return opOf(body.(Command).Body)
+	if c, ok := body.(Command); ok {
+		return opOf(c.Body)
 	}
-	return 0
+	op, _ := opOfBody(body)
+	return op
 }

@@ -42,11 +42,14 @@ type ClusterStatusRequest struct {
 
 // ClusterStatusReply answers P.cluster.status (served by the leader).
 type ClusterStatusReply struct {
-	ClusterID string   `json:"cluster_id"`
-	Leader    string   `json:"leader"`
-	Term      uint64   `json:"term"`
-	Revision  int64    `json:"revision"`
-	Members   []Member `json:"members"`
+	ClusterID string `json:"cluster_id"`
+	Leader    string `json:"leader"`
+	Term      uint64 `json:"term"`
+	Revision  int64  `json:"revision"`
+	// CompactRevision is the history's floor: reads at revisions below it
+	// and changes at or below it are gone.
+	CompactRevision int64    `json:"compact_revision"`
+	Members         []Member `json:"members"`
 	// Conflict, when set, says that the leader sees another Concord
 	// cluster serving the same subject prefix on the bus, naming both
 	// cluster ids; while it lasts the cluster serves no requests.

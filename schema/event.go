@@ -48,6 +48,9 @@ type Event struct {
 	Version        int64           `json:"version"`
 	Lease          int64           `json:"lease"`
 	Cause          string          `json:"cause"`
+	// ContentType and Metadata are the put's (puts only).
+	ContentType string          `json:"content_type,omitempty"`
+	Metadata    json.RawMessage `json:"metadata,omitempty"`
 }
 
 // Operation returns the Concord-Operation header value of the event.
@@ -84,6 +87,14 @@ func (e *Event) AppendJSON(b []byte) []byte {
 	b = strconv.AppendInt(b, e.Lease, 10)
 	b = append(b, `,"cause":`...)
 	b = appendJSONString(b, e.Cause)
+	if e.ContentType != "" {
+		b = append(b, `,"content_type":`...)
+		b = appendJSONString(b, e.ContentType)
+	}
+	if len(e.Metadata) > 0 {
+		b = append(b, `,"metadata":`...)
+		b = append(b, e.Metadata...)
+	}
 	return append(b, '}')
 }
 

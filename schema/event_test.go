@@ -36,6 +36,10 @@ func TestEventAppendJSONMatchesEncodingJSON(t *testing.T) {
 		if r.IntN(4) == 0 {
 			e.Value = nil
 		}
+		if r.IntN(3) == 0 {
+			e.ContentType = strs[r.IntN(len(strs))]
+			e.Metadata = json.RawMessage([]string{``, `{}`, `{"a":"<&>","b":[1]}`}[r.IntN(3)])
+		}
 		want := encodingJSON(t, &e)
 		if got := e.AppendJSON(nil); !bytes.Equal(got, want) {
 			t.Fatalf("event %+v\nAppendJSON: %s\nencoding/json: %s", e, got, want)

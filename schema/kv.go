@@ -14,6 +14,10 @@ type KeyValue struct {
 	Lease int64 `json:"lease,omitempty"`
 	// RemainingMS is the time left on the key's lease, when it has one.
 	RemainingMS *int64 `json:"remaining_ms,omitempty"`
+	// ContentType and Metadata are what the put that wrote the value
+	// carried, stored and returned unchanged, never interpreted.
+	ContentType string          `json:"content_type,omitempty"`
+	Metadata    json.RawMessage `json:"metadata,omitempty"`
 }
 
 // KVPutRequest is the body of P.kv.put.
@@ -26,6 +30,10 @@ type KVPutRequest struct {
 	// TTL attaches the key to a new anonymous lease of this many seconds.
 	TTL    *int64 `json:"ttl,omitempty"`
 	PrevKV bool   `json:"prev_kv,omitempty"`
+	// ContentType and Metadata are stored with the value and returned
+	// unchanged; a put without them clears them.
+	ContentType string          `json:"content_type,omitempty"`
+	Metadata    json.RawMessage `json:"metadata,omitempty"`
 	// IdempotencyKey makes a retry return the first reply instead of
 	// applying twice (the Concord-Idempotency-Key header means the same).
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
@@ -41,6 +49,10 @@ type KVPutReply struct {
 type KVGetRequest struct {
 	Key    *string `json:"key,omitempty"`
 	Prefix *string `json:"prefix,omitempty"`
+	// RangeStart and RangeEnd select the byte-wise range [RangeStart,
+	// RangeEnd); without RangeEnd, to the end of the keyspace.
+	RangeStart *string `json:"range_start,omitempty"`
+	RangeEnd   *string `json:"range_end,omitempty"`
 	// Limit bounds the records returned; 0 means the default.
 	Limit int `json:"limit,omitempty"`
 	// After continues a prefix listing after this key.
@@ -49,6 +61,9 @@ type KVGetRequest struct {
 	CountOnly bool   `json:"count_only,omitempty"`
 	// Serializable allows a local read without confirming leadership.
 	Serializable bool `json:"serializable,omitempty"`
+	// Revision reads the keys as they stood right after this revision
+	// committed; 0 means the present.
+	Revision int64 `json:"revision,omitempty"`
 }
 
 // KVGetReply answers P.kv.get. Count is the number of keys matching the
@@ -64,7 +79,11 @@ type KVGetReply struct {
 type KVDeleteRequest struct {
 	Key    *string `json:"key,omitempty"`
 	Prefix *string `json:"prefix,omitempty"`
-	PrevKV bool    `json:"prev_kv,omitempty"`
+	// RangeStart and RangeEnd select the byte-wise range [RangeStart,
+	// RangeEnd); without RangeEnd, to the end of the keyspace.
+	RangeStart *string `json:"range_start,omitempty"`
+	RangeEnd   *string `json:"range_end,omitempty"`
+	PrevKV     bool    `json:"prev_kv,omitempty"`
 	// IdempotencyKey: as for KVPutRequest.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
@@ -81,6 +100,10 @@ type KVDeleteReply struct {
 type KVChangesRequest struct {
 	Key    *string `json:"key,omitempty"`
 	Prefix *string `json:"prefix,omitempty"`
+	// RangeStart and RangeEnd select the byte-wise range [RangeStart,
+	// RangeEnd); without RangeEnd, to the end of the keyspace.
+	RangeStart *string `json:"range_start,omitempty"`
+	RangeEnd   *string `json:"range_end,omitempty"`
 	// AfterRevision: events of later revisions. AfterOpIndex, when set,
 	// continues inside AfterRevision after that op_index (a reply that
 	// stopped part-way through a revision says where).
@@ -100,4 +123,48 @@ type KVChangesReply struct {
 	NextOpIndex     int     `json:"next_op_index"`
 	More            bool    `json:"more"`
 	CompactRevision int64   `json:"compact_revision"`
+}
+
+// KVHistoryRequest is the body of P.kv.history: the versions of one key in
+// [FromRevision, ToRevision], oldest first unless NewestFirst.
+type KVHistoryRequest struct {
+	Key string `json:"key"`
+	// FromRevision and ToRevision bound the window, both ends included;
+	// 0 means from the oldest retained change, and to the present.
+	FromRevision int64 `json:"from_revision,omitempty"`
+	ToRevision   int64 `json:"to_revision,omitempty"`
+	// Limit bounds the records returned; 0 means the default.
+	Limit int `json:"limit,omitempty"`
+	// AfterRevision continues a listing: records after this revision
+	// (before it, when NewestFirst).
+	AfterRevision int64 `json:"after_revision,omitempty"`
+	NewestFirst   bool  `json:"newest_first,omitempty"`
+	Serializable  bool  `json:"serializable,omitempty"`
+}
+
+// KVHistoryReply answers P.kv.history. Each record is the change as its
+// watch event carried it: a put with the value it wrote, or a delete
+// (version 0) with its cause. More says records were left out; the next
+// page asks with AfterRevision = NextRevision. A page never splits the
+// changes of one revision.
+type KVHistoryReply struct {
+	Key             string  `json:"key"`
+	Records         []Event `json:"records"`
+	More            bool    `json:"more"`
+	NextRevision    int64   `json:"next_revision,omitempty"`
+	Revision        int64   `json:"revision"`
+	CompactRevision int64   `json:"compact_revision"`
+}
+
+// KVCompactRequest is the body of P.kv.compact: drop the history at and
+// below Revision.
+type KVCompactRequest struct {
+	Revision int64 `json:"revision"`
+}
+
+// KVCompactReply answers P.kv.compact with the floor after it, which is
+// never lower than before (compacting again is a no-op).
+type KVCompactReply struct {
+	Revision        int64 `json:"revision"`
+	CompactRevision int64 `json:"compact_revision"`
 }

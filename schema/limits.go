@@ -16,6 +16,9 @@ const (
 	// MaxTTL is the longest ttl in seconds (100 years); it keeps the
 	// millisecond deadline arithmetic far from overflow.
 	MaxTTL = 100 * 365 * 24 * 3600
+	// MaxRevision is the largest revision the wire carries: like lease
+	// ids, revisions stay exact in a float64.
+	MaxRevision = 1<<53 - 1
 	// MaxKeepAliveMany is the most leases one keepalive_many renews.
 	MaxKeepAliveMany = 10_000
 	// DefaultListLimit is the records a lease.list or kv.get returns when
@@ -26,10 +29,18 @@ const (
 	// gives no limit; MaxChangesLimit the most it may ask for.
 	DefaultChangesLimit = 100
 	MaxChangesLimit     = 1000
+	// DefaultHistoryLimit is the records a kv.history read returns when it
+	// gives no limit; MaxHistoryLimit the most it may ask for.
+	DefaultHistoryLimit = 100
+	MaxHistoryLimit     = 1000
 	// MaxTxnPrefixLimit bounds a prefix get or delete inside a transaction
 	// (and is its default), so one log entry stays small however many keys
 	// a prefix matches.
 	MaxTxnPrefixLimit = 1000
+	// MaxContentTypeBytes bounds a put's content_type, printable ASCII;
+	// MaxPutMetadataBytes its metadata, a JSON object, compact.
+	MaxContentTypeBytes = 256
+	MaxPutMetadataBytes = 4 << 10
 	// MaxIdempotencyKeyBytes is the longest idempotency key: the cache
 	// holds up to IdempotencyEntries of them.
 	MaxIdempotencyKeyBytes = 256
@@ -58,8 +69,8 @@ const (
 	// replies, none older than DefaultIdempotencyRevisions revisions.
 	DefaultIdempotencyEntries   = 100_000
 	DefaultIdempotencyRevisions = 10_000
-	// The change log keeps at most DefaultChangesMax events, none older
-	// than DefaultChangesMaxAge of lease-clock time.
-	DefaultChangesMax    = 1_000_000
-	DefaultChangesMaxAge = 24 * time.Hour
+	// The history keeps the last DefaultHistoryRevisions revisions, none
+	// older than DefaultHistoryAge of lease-clock time, whichever keeps less.
+	DefaultHistoryRevisions = 1_000_000
+	DefaultHistoryAge       = 24 * time.Hour
 )

@@ -16,6 +16,7 @@ var numericKeywords = []string{"minimum", "maximum", "exclusiveMinimum", "exclus
 // check (the cluster requests are checked by their handlers).
 var limitRequests = []string{
 	"kv.changes.request", "kv.delete.request", "kv.get.request", "kv.put.request", "kv.txn.request",
+	"kv.history.request", "kv.compact.request",
 	"lease.grant.request", "lease.info.request", "lease.keepalive.request", "lease.keepalive_many.request",
 	"lease.list.request", "lease.revoke.request",
 }
@@ -79,6 +80,11 @@ func TestSchemaLimitsMatchGo(t *testing.T) {
 		"defs#/$defs/key/minLength":                                     1,
 		"defs#/$defs/key/maxLength":                                     subjects.MaxKeyBytes,
 		"defs#/$defs/prefix/maxLength":                                  subjects.MaxKeyBytes,
+		"defs#/$defs/range_bound/maxLength":                             subjects.MaxKeyBytes,
+		"defs#/$defs/content_type/maxLength":                            MaxContentTypeBytes,
+		"kv.get.request#/properties/range_end/minLength":                1,
+		"kv.delete.request#/properties/range_end/minLength":             1,
+		"kv.changes.request#/properties/range_end/minLength":            1,
 		"defs#/$defs/lease_id/minimum":                                  1,
 		"defs#/$defs/lease_id/maximum":                                  MaxLeaseID,
 		"defs#/$defs/revision/minimum":                                  0,
@@ -99,6 +105,10 @@ func TestSchemaLimitsMatchGo(t *testing.T) {
 		"kv.changes.request#/properties/after_op_index/minimum":         -1,
 		"kv.changes.request#/properties/limit/minimum":                  0,
 		"kv.changes.request#/properties/limit/maximum":                  MaxChangesLimit,
+		"kv.history.request#/properties/limit/minimum":                  0,
+		"kv.history.request#/properties/limit/maximum":                  MaxHistoryLimit,
+		"kv.compact.request#/properties/revision/minimum":               1,
+		"kv.compact.request#/properties/revision/maximum":               MaxRevision,
 		"kv.put.request#/properties/lease/minimum":                      0,
 		"kv.put.request#/properties/lease/maximum":                      MaxLeaseID,
 		"kv.txn.request#/properties/compare/maxItems":                   DefaultMaxTxnCompares,

@@ -55,6 +55,9 @@ type TxnPut struct {
 	Lease  *int64          `json:"lease,omitempty"`
 	TTL    *int64          `json:"ttl,omitempty"`
 	PrevKV bool            `json:"prev_kv,omitempty"`
+	// ContentType and Metadata: as in KVPutRequest.
+	ContentType string          `json:"content_type,omitempty"`
+	Metadata    json.RawMessage `json:"metadata,omitempty"`
 }
 
 // TxnOp is one operation: exactly one of Put, Get and Delete.

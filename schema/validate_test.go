@@ -37,10 +37,14 @@ var wantNames = []string{
 	"event",
 	"kv.changes.reply",
 	"kv.changes.request",
+	"kv.compact.reply",
+	"kv.compact.request",
 	"kv.delete.reply",
 	"kv.delete.request",
 	"kv.get.reply",
 	"kv.get.request",
+	"kv.history.reply",
+	"kv.history.request",
 	"kv.put.reply",
 	"kv.put.request",
 	"kv.txn.reply",
@@ -77,6 +81,10 @@ var goTypes = map[string]any{
 	"cluster.status.request":       ClusterStatusRequest{},
 	"error":                        ErrorReply{},
 	"event":                        Event{},
+	"kv.history.request":           KVHistoryRequest{},
+	"kv.history.reply":             KVHistoryReply{},
+	"kv.compact.request":           KVCompactRequest{},
+	"kv.compact.reply":             KVCompactReply{},
 	"kv.changes.reply":             KVChangesReply{},
 	"kv.changes.request":           KVChangesRequest{},
 	"kv.delete.reply":              KVDeleteReply{},
@@ -232,7 +240,7 @@ func TestObjectSchemasClosed(t *testing.T) {
 			if obj["type"] != "object" {
 				return
 			}
-			if strings.HasSuffix(ptr, "/$defs/metadata") {
+			if strings.HasSuffix(ptr, "/$defs/metadata") || strings.HasSuffix(ptr, "/$defs/put_metadata") {
 				return // free-form user data
 			}
 			if obj["additionalProperties"] != false {
@@ -479,6 +487,8 @@ func sampleKV(leased bool) KeyValue {
 	if leased {
 		kv.Lease = 1
 		kv.RemainingMS = ptr[int64](8712)
+		kv.ContentType = "application/json"
+		kv.Metadata = json.RawMessage(`{"owner":"ops"}`)
 	}
 	return kv
 }
@@ -578,8 +588,15 @@ func TestRoundTrip(t *testing.T) {
 		{"kv.delete.reply", KVDeleteReply{Revision: 11, Deleted: 2, PrevKVs: []KeyValue{sampleKV(true), sampleKV(false)}}},
 		{"kv.changes.request", KVChangesRequest{Prefix: ptr("svc."), AfterRevision: 1843, AfterOpIndex: ptr(2), Limit: 1000}},
 		{"kv.changes.request", KVChangesRequest{Key: ptr("svc.api.n1"), AfterRevision: 9, AfterOpIndex: ptr(-1), Limit: 1}},
+		{"kv.changes.request", KVChangesRequest{RangeStart: ptr("svc."), RangeEnd: ptr("svc/"), AfterRevision: 9, AfterOpIndex: ptr(0), Limit: 5}},
 		{"kv.changes.reply", sampleChangesReply()},
+		{"kv.history.request", KVHistoryRequest{Key: "svc.api.n1", FromRevision: 3, ToRevision: 9, Limit: 10, AfterRevision: 4, NewestFirst: true, Serializable: true}},
+		{"kv.history.reply", KVHistoryReply{Key: "svc.api.n1", Records: sampleChangesReply().Events, More: true, NextRevision: 9, Revision: 12, CompactRevision: 2}},
+		{"kv.compact.request", KVCompactRequest{Revision: 7}},
+		{"kv.compact.reply", KVCompactReply{Revision: 12, CompactRevision: 7}},
 		{"event", Event{Type: EventPut, Key: "svc.api.n1", Value: json.RawMessage(`{"addr":"10.0.0.5"}`), Revision: 9, OpIndex: 0, CreateRevision: 5, ModRevision: 9, Version: 3, Lease: 1, Cause: CausePut}},
+		{"event", Event{Type: EventPut, Key: "config.db", Value: json.RawMessage(`1`), Revision: 9, OpIndex: 1, CreateRevision: 5, ModRevision: 9, Version: 3, Lease: 1, Cause: CausePut,
+			ContentType: "application/json", Metadata: json.RawMessage(`{"owner":"ops"}`)}},
 		{"event", Event{Type: EventDelete, Key: "svc.api.n2", Revision: 12, OpIndex: 1, ModRevision: 12, Lease: 1, Cause: CauseLeaseRevoked}},
 		{"error", ErrorReply{Error: Errorf(ErrLeaseNotFound, "lease %d not found", 7)}},
 		{"error", ErrorReply{Error: Errorf(ErrIdempotencyConflict, "idempotency key %q was used for a different request", "n1:req-1842")}},
@@ -592,7 +609,7 @@ func TestRoundTrip(t *testing.T) {
 		{"cluster.remove.request", ClusterRemoveRequest{ID: "n3"}},
 		{"cluster.remove.reply", ClusterRemoveReply{Members: sampleMembers(true)[:2]}},
 		{"cluster.status.request", ClusterStatusRequest{Hash: true}},
-		{"cluster.status.reply", ClusterStatusReply{ClusterID: sampleClusterID, Leader: "n1", Term: 3, Revision: 1843, Members: sampleMembers(true), Conflict: sampleConflict}},
+		{"cluster.status.reply", ClusterStatusReply{ClusterID: sampleClusterID, Leader: "n1", Term: 3, Revision: 1843, CompactRevision: 843, Members: sampleMembers(true), Conflict: sampleConflict}},
 		{"cluster.snapshot.request", ClusterSnapshotRequest{}},
 		{"cluster.snapshot.reply", ClusterSnapshotReply{Index: 1850}},
 		{"cluster.backup.request", ClusterBackupRequest{}},
@@ -617,6 +634,7 @@ func TestRoundTrip(t *testing.T) {
 		if r, ok := c.v.(KVChangesRequest); ok {
 			changesKinds["key"] = changesKinds["key"] || r.Key != nil
 			changesKinds["prefix"] = changesKinds["prefix"] || r.Prefix != nil
+			changesKinds["range"] = changesKinds["range"] || (r.RangeStart != nil && r.RangeEnd != nil)
 		}
 		if r, ok := c.v.(KVTxnReply); ok {
 			txnKinds[fmt.Sprintf("succeeded=%v", r.Succeeded)] = true
@@ -652,7 +670,7 @@ func TestRoundTrip(t *testing.T) {
 			t.Errorf("no kv.txn.reply round-trip case with %s", kind)
 		}
 	}
-	for _, kind := range []string{"key", "prefix"} {
+	for _, kind := range []string{"key", "prefix", "range"} {
 		if !changesKinds[kind] {
 			t.Errorf("no kv.changes.request round-trip case with %s", kind)
 		}
@@ -708,12 +726,12 @@ func assertPopulated(t *testing.T, label string, v reflect.Value) {
 			f := v.Type().Field(i)
 			fv := v.Field(i)
 			switch {
-			case slices.Contains([]string{"OpIndex", "Anonymous", "CreateRevision", "Version", "Value", "Lease", "RemainingMS", "Keys", "Succeeded"}, f.Name):
+			case slices.Contains([]string{"OpIndex", "Anonymous", "CreateRevision", "Version", "Value", "Lease", "RemainingMS", "Keys", "Succeeded", "ContentType", "Metadata"}, f.Name):
 				// May be zero or absent by the rules; other cases cover them.
 			case v.Type() == reflect.TypeFor[TxnResponse]():
 				// Exactly one of Put, Get and Delete is set.
-			case v.Type() == reflect.TypeFor[KVChangesRequest]() && (f.Name == "Key" || f.Name == "Prefix"):
-				// Exactly one of Key and Prefix is set.
+			case v.Type() == reflect.TypeFor[KVChangesRequest]() && slices.Contains([]string{"Key", "Prefix", "RangeStart", "RangeEnd"}, f.Name):
+				// Exactly one of Key, Prefix and RangeStart is set.
 			default:
 				if fv.IsZero() {
 					t.Errorf("%s: round-trip value leaves %s.%s unset", label, v.Type(), f.Name)
@@ -771,6 +789,9 @@ func validExamples(t *testing.T) []example {
 		{"kv.changes.reply", js(t, KVChangesReply{Events: []Event{}, NextRevision: 0, NextOpIndex: -1, More: false, CompactRevision: 0})},
 		{"kv.changes.reply", js(t, KVChangesReply{Events: []Event{}, NextRevision: 1843, NextOpIndex: -1, More: true, CompactRevision: 1200})}, // scan bound reached
 		{"kv.changes.reply", js(t, sampleChangesReply())},
+		{"kv.history.reply", js(t, KVHistoryReply{Key: key, Records: []Event{}, Revision: 0})},
+		{"kv.history.reply", js(t, KVHistoryReply{Key: key, Records: sampleChangesReply().Events, More: true, NextRevision: 9, Revision: 12, CompactRevision: 2})},
+		{"kv.compact.reply", js(t, KVCompactReply{Revision: 12, CompactRevision: 12})},
 		{"kv.changes.reply", js(t, KVChangesReply{Events: []Event{{Type: EventDelete, Key: key, Revision: 8, OpIndex: 0, ModRevision: 8, Cause: CauseDelete}}, NextRevision: 8, NextOpIndex: 0, More: true, CompactRevision: 3})},
 		// kv.txn
 		{"kv.txn.reply", js(t, sampleTxnReply())},
@@ -877,7 +898,6 @@ func invalidExamples() []example {
 		{"kv.put.reply", `{}`},
 		{"kv.put.reply", `{"revision":0}`},
 		{"kv.put.reply", `{"revision":5,"prev_kv":null}`},
-		{"kv.put.reply", `{"revision":5,"prev_kv":{"key":"a","value":1,"create_revision":1,"mod_revision":1,"version":1,"lease":1}}`},        // lease without remaining_ms
 		{"kv.put.reply", `{"revision":5,"prev_kv":{"key":"a","value":1,"create_revision":1,"mod_revision":1,"version":1,"remaining_ms":5}}`}, // remaining_ms without lease
 		{"kv.put.reply", `{"revision":5,"prev_kv":{"key":"a","value":1,"create_revision":1,"mod_revision":1,"version":0}}`},                  // version 0
 		{"kv.put.reply", `{"revision":5,"prev_kv":{"key":"a","value":1,"mod_revision":1,"version":1}}`},                                      // missing create_revision
@@ -891,17 +911,23 @@ func invalidExamples() []example {
 		{"kv.delete.reply", `{"revision":1,"deleted":1,"prev_kvs":{}}`},
 		{"kv.delete.reply", `{"revision":"1","deleted":1}`},
 		// kv.changes
-		{"kv.changes.reply", `{"next_revision":3,"next_op_index":-1,"more":false,"compact_revision":0}`},                                                                                                                                                           // missing events
-		{"kv.changes.reply", `{"events":null,"next_revision":3,"next_op_index":-1,"more":false,"compact_revision":0}`},                                                                                                                                             // events null
-		{"kv.changes.reply", `{"events":[],"next_op_index":-1,"more":false,"compact_revision":0}`},                                                                                                                                                                 // missing next_revision
-		{"kv.changes.reply", `{"events":[],"next_revision":3,"more":false,"compact_revision":0}`},                                                                                                                                                                  // missing next_op_index
-		{"kv.changes.reply", `{"events":[],"next_revision":3,"next_op_index":-1,"compact_revision":0}`},                                                                                                                                                            // missing more
-		{"kv.changes.reply", `{"events":[],"next_revision":3,"next_op_index":-1,"more":false}`},                                                                                                                                                                    // missing compact_revision
-		{"kv.changes.reply", `{"events":[],"next_revision":-1,"next_op_index":-1,"more":false,"compact_revision":0}`},                                                                                                                                              // negative next_revision
-		{"kv.changes.reply", `{"events":[],"next_revision":3,"next_op_index":-2,"more":false,"compact_revision":0}`},                                                                                                                                               // next_op_index below -1
-		{"kv.changes.reply", `{"events":[],"next_revision":3,"next_op_index":-1,"more":"false","compact_revision":0}`},                                                                                                                                             // wrong type
-		{"kv.changes.reply", `{"events":[],"next_revision":3,"next_op_index":-1,"more":false,"compact_revision":-1}`},                                                                                                                                              // negative compact_revision
-		{"kv.changes.reply", `{"events":[],"next_revision":3,"next_op_index":-1,"more":false,"compact_revision":0,"revision":3}`},                                                                                                                                  // unknown field
+		{"kv.history.reply", `{"key":"a","more":false,"revision":3,"compact_revision":0}`},                            // missing records
+		{"kv.history.reply", `{"key":"a","records":null,"more":false,"revision":3,"compact_revision":0}`},             // records null
+		{"kv.history.reply", `{"key":"a","records":[],"more":false,"revision":-3,"compact_revision":0}`},              // negative revision
+		{"kv.history.reply", `{"key":"a","records":[{"type":"put"}],"more":false,"revision":3,"compact_revision":0}`}, // not an event
+		{"kv.compact.reply", `{"revision":3}`},                                                                                    // missing compact_revision
+		{"kv.compact.reply", `{"revision":3,"compact_revision":"1"}`},                                                             // string
+		{"kv.changes.reply", `{"next_revision":3,"next_op_index":-1,"more":false,"compact_revision":0}`},                          // missing events
+		{"kv.changes.reply", `{"events":null,"next_revision":3,"next_op_index":-1,"more":false,"compact_revision":0}`},            // events null
+		{"kv.changes.reply", `{"events":[],"next_op_index":-1,"more":false,"compact_revision":0}`},                                // missing next_revision
+		{"kv.changes.reply", `{"events":[],"next_revision":3,"more":false,"compact_revision":0}`},                                 // missing next_op_index
+		{"kv.changes.reply", `{"events":[],"next_revision":3,"next_op_index":-1,"compact_revision":0}`},                           // missing more
+		{"kv.changes.reply", `{"events":[],"next_revision":3,"next_op_index":-1,"more":false}`},                                   // missing compact_revision
+		{"kv.changes.reply", `{"events":[],"next_revision":-1,"next_op_index":-1,"more":false,"compact_revision":0}`},             // negative next_revision
+		{"kv.changes.reply", `{"events":[],"next_revision":3,"next_op_index":-2,"more":false,"compact_revision":0}`},              // next_op_index below -1
+		{"kv.changes.reply", `{"events":[],"next_revision":3,"next_op_index":-1,"more":"false","compact_revision":0}`},            // wrong type
+		{"kv.changes.reply", `{"events":[],"next_revision":3,"next_op_index":-1,"more":false,"compact_revision":-1}`},             // negative compact_revision
+		{"kv.changes.reply", `{"events":[],"next_revision":3,"next_op_index":-1,"more":false,"compact_revision":0,"revision":3}`}, // unknown field
 		{"kv.changes.reply", `{"events":[{"type":"put","key":"a","value":1,"revision":1,"create_revision":1,"mod_revision":1,"version":1,"lease":0,"cause":"put"}],"next_revision":1,"next_op_index":-1,"more":false,"compact_revision":0}`},                       // an event without op_index
 		{"kv.changes.reply", `{"events":[{"type":"delete","key":"a","value":1,"revision":2,"op_index":0,"create_revision":0,"mod_revision":2,"version":0,"lease":0,"cause":"delete"}],"next_revision":2,"next_op_index":-1,"more":false,"compact_revision":0}`},    // value on a delete event
 		{"kv.changes.reply", `{"events":[{"type":"put","key":"a","value":1,"revision":1,"op_index":0,"create_revision":1,"mod_revision":1,"version":1,"lease":0,"cause":"put","prev":1}],"next_revision":1,"next_op_index":-1,"more":false,"compact_revision":0}`}, // unknown field in an event

@@ -259,9 +259,9 @@ func (s *Service) handleStatus(_ context.Context, m *nats.Msg) (any, *schema.Err
 	if err != nil {
 		return nil, schema.Errorf(schema.ErrInternal, "%v", err)
 	}
-	var rev int64
-	s.sm.read(func(st *fsm.State) { rev = st.Revision() })
-	reply := &schema.ClusterStatusReply{ClusterID: id, Leader: s.cfg.NodeID, Term: s.raft.CurrentTerm(), Revision: rev, Members: members}
+	var rev, floor int64
+	s.sm.read(func(st *fsm.State) { rev, floor = st.Revision(), st.CompactRevision() })
+	reply := &schema.ClusterStatusReply{ClusterID: id, Leader: s.cfg.NodeID, Term: s.raft.CurrentTerm(), Revision: rev, CompactRevision: floor, Members: members}
 	if c := s.conflict.Load(); c != nil {
 		reply.Conflict = c.String()
 	}

@@ -102,10 +102,11 @@ type Config struct {
 	// older than IdempotencyRevisions revisions.
 	IdempotencyEntries   int64
 	IdempotencyRevisions int64
-	// The change log keeps at most ChangesMax events, none older than
-	// ChangesMaxAge (lease-clock time); both are replicated.
-	ChangesMax    int64
-	ChangesMaxAge time.Duration
+	// The history keeps the last HistoryRevisions revisions, none older
+	// than HistoryAge (lease-clock time), whichever keeps less; both are
+	// replicated.
+	HistoryRevisions int64
+	HistoryAge       time.Duration
 
 	// MetricsListen, when set, is the address of the operator listener:
 	// /metrics, /healthz and /readyz.
@@ -172,8 +173,8 @@ func DefaultConfig() Config {
 		MaxTxnBytes:            schema.DefaultMaxTxnBytes,
 		IdempotencyEntries:     schema.DefaultIdempotencyEntries,
 		IdempotencyRevisions:   schema.DefaultIdempotencyRevisions,
-		ChangesMax:             schema.DefaultChangesMax,
-		ChangesMaxAge:          schema.DefaultChangesMaxAge,
+		HistoryRevisions:       schema.DefaultHistoryRevisions,
+		HistoryAge:             schema.DefaultHistoryAge,
 		RaftHeartbeatTimeout:   500 * time.Millisecond,
 		RaftElectionTimeout:    500 * time.Millisecond,
 		RaftLeaderLeaseTimeout: 250 * time.Millisecond,
@@ -236,7 +237,7 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: lease limits must be positive", ErrConfig)
 	case c.MaxTxnCompares < 1 || c.MaxTxnOps < 1 || c.MaxTxnBytes < 1:
 		return fmt.Errorf("%w: transaction limits must be positive", ErrConfig)
-	case c.ChangesMax < 1 || c.ChangesMaxAge < time.Millisecond:
+	case c.HistoryRevisions < 1 || c.HistoryAge < time.Millisecond:
 		return fmt.Errorf("%w: change log limits must be positive", ErrConfig)
 	case c.IdempotencyEntries < 1 || c.IdempotencyRevisions < 1:
 		return fmt.Errorf("%w: idempotency limits must be positive", ErrConfig)

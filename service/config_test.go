@@ -25,15 +25,15 @@ func TestFillDefaultsOfZeroConfigIsDefaultConfig(t *testing.T) {
 func TestFillDefaultsKeepsSetFields(t *testing.T) {
 	logger := slog.New(slog.DiscardHandler)
 	cfg := Config{
-		NodeID:        "n7",
-		TickInterval:  250 * time.Millisecond,
-		MaxInflight:   3,
-		MinTTL:        9,
-		MaxTxnBytes:   77,
-		ChangesMaxAge: time.Minute,
-		NATSRoutes:    []string{"nats://127.0.0.1:6222"},
-		Bootstrap:     true,
-		Logger:        logger,
+		NodeID:       "n7",
+		TickInterval: 250 * time.Millisecond,
+		MaxInflight:  3,
+		MinTTL:       9,
+		MaxTxnBytes:  77,
+		HistoryAge:   time.Minute,
+		NATSRoutes:   []string{"nats://127.0.0.1:6222"},
+		Bootstrap:    true,
+		Logger:       logger,
 	}
 	cfg.fillDefaults()
 	d := DefaultConfig()
@@ -46,13 +46,13 @@ func TestFillDefaultsKeepsSetFields(t *testing.T) {
 		{"MaxInflight", cfg.MaxInflight, 3},
 		{"MinTTL", cfg.MinTTL, int64(9)},
 		{"MaxTxnBytes", cfg.MaxTxnBytes, 77},
-		{"ChangesMaxAge", cfg.ChangesMaxAge, time.Minute},
+		{"HistoryAge", cfg.HistoryAge, time.Minute},
 		{"NATSRoutes", cfg.NATSRoutes, []string{"nats://127.0.0.1:6222"}},
 		{"Bootstrap", cfg.Bootstrap, true},
 		{"Logger", cfg.Logger, logger},
 		{"DataDir", cfg.DataDir, d.DataDir},
 		{"MaxValueBytes", cfg.MaxValueBytes, d.MaxValueBytes},
-		{"ChangesMax", cfg.ChangesMax, d.ChangesMax},
+		{"HistoryRevisions", cfg.HistoryRevisions, d.HistoryRevisions},
 		{"NATSListen", cfg.NATSListen, d.NATSListen},
 		{"Join", cfg.Join, false},
 	}
@@ -91,7 +91,7 @@ func TestDefaultConfigMatchesFSMDefaultLimits(t *testing.T) {
 	got := fsm.Limits{
 		MaxLeases: d.MaxLeases, MaxKeysPerLease: d.MaxKeysPerLease,
 		IdempotencyEntries: d.IdempotencyEntries, IdempotencyRevisions: d.IdempotencyRevisions,
-		ChangesMax: d.ChangesMax, ChangesMaxAgeMS: d.ChangesMaxAge.Milliseconds(),
+		HistoryRevisions: d.HistoryRevisions, HistoryAgeMS: d.HistoryAge.Milliseconds(),
 	}
 	if got != fsm.DefaultLimits {
 		t.Errorf("DefaultConfig's limits %+v, fsm.DefaultLimits %+v", got, fsm.DefaultLimits)

@@ -266,14 +266,15 @@ func (d *decoder) changes(data []byte) (fsm.ChangesQuery, *schema.Error) {
 	if e := decodeStrict(data, &req); e != nil {
 		return fsm.ChangesQuery{}, e
 	}
-	key, isPrefix, e := d.keyOrPrefix("", req.Key, req.Prefix)
+	sel, e := d.selection(req.Key, req.Prefix, req.RangeStart, req.RangeEnd)
 	if e != nil {
 		return fsm.ChangesQuery{}, e
 	}
+	key, isPrefix := sel.key, sel.isPrefix
 	if req.AfterRevision < 0 {
 		return fsm.ChangesQuery{}, invalid("after_revision must be 0 or more, not %d", req.AfterRevision)
 	}
-	q := fsm.ChangesQuery{Key: key, IsPrefix: isPrefix, AfterRevision: req.AfterRevision, AfterOpIndex: -1, Limit: req.Limit}
+	q := fsm.ChangesQuery{Key: key, IsPrefix: isPrefix, IsRange: sel.isRange, RangeEnd: sel.rangeEnd, AfterRevision: req.AfterRevision, AfterOpIndex: -1, Limit: req.Limit}
 	if req.AfterOpIndex != nil {
 		if *req.AfterOpIndex < -1 {
 			return fsm.ChangesQuery{}, invalid("after_op_index must be -1 or more, not %d", *req.AfterOpIndex)
@@ -344,7 +345,37 @@ func (d *decoder) put(data []byte) (*fsm.Put, string, *schema.Error) {
 		return nil, "", e
 	}
 	p, e := d.buildPut("", req.Key, req.Value, req.Lease, req.TTL, req.PrevKV)
+	if e == nil {
+		e = checkPutExtra("", p, req.ContentType, req.Metadata)
+	}
 	return p, req.IdempotencyKey, e
+}
+
+// checkPutExtra checks a put's content_type and metadata and sets them on
+// p: a content type is printable ASCII of at most MaxContentTypeBytes; the
+// metadata a JSON object of at most MaxPutMetadataBytes compact (null
+// reads as none).
+func checkPutExtra(at string, p *fsm.Put, contentType string, metadata json.RawMessage) *schema.Error {
+	if len(contentType) > schema.MaxContentTypeBytes {
+		return invalid("%scontent_type is %d bytes long, more than the %d allowed", at, len(contentType), schema.MaxContentTypeBytes)
+	}
+	for i := 0; i < len(contentType); i++ {
+		if c := contentType[i]; c < 0x20 || c > 0x7e {
+			return invalid("%scontent_type must be printable ASCII (such as application/json), without control characters", at)
+		}
+	}
+	p.ContentType = contentType
+	if len(metadata) > 0 && !bytes.Equal(metadata, []byte("null")) {
+		md := compactJSON(metadata)
+		if md[0] != '{' {
+			return invalid("%smetadata must be a JSON object, not %s", at, jsonKind(md))
+		}
+		if len(md) > schema.MaxPutMetadataBytes {
+			return tooLarge(at+"metadata", len(md), schema.MaxPutMetadataBytes)
+		}
+		p.Metadata = md
+	}
+	return nil
 }
 
 // buildPut checks a put's fields; at prefixes the field names in error
@@ -378,6 +409,59 @@ func (d *decoder) buildPut(at, key string, value json.RawMessage, lease, ttl *in
 	return p, nil
 }
 
+// selection is the keys a request names: one key, a prefix, or the
+// byte-wise range [key, rangeEnd), rangeEnd "" meaning no end.
+type selection struct {
+	key      string
+	isPrefix bool
+	isRange  bool
+	rangeEnd string
+}
+
+// selection checks that exactly one of key, prefix and range_start is
+// given, and a range_end only with range_start, after it.
+func (d *decoder) selection(key, prefix, rangeStart, rangeEnd *string) (selection, *schema.Error) {
+	if rangeStart == nil {
+		if rangeEnd != nil {
+			return selection{}, invalid("range_end needs range_start: a range is [range_start, range_end)")
+		}
+		k, isPrefix, e := d.keyOrPrefix("", key, prefix)
+		return selection{key: k, isPrefix: isPrefix}, e
+	}
+	if key != nil || prefix != nil {
+		return selection{}, invalid("give one of key, prefix and range_start, not several")
+	}
+	if e := d.checkRangeBound("range_start", *rangeStart); e != nil {
+		return selection{}, e
+	}
+	sel := selection{key: *rangeStart, isRange: true}
+	if rangeEnd != nil {
+		if e := d.checkRangeBound("range_end", *rangeEnd); e != nil {
+			return selection{}, e
+		}
+		if *rangeEnd <= *rangeStart {
+			return selection{}, invalid("range_end %q must sort after range_start %q (byte-wise); leave range_end out to read to the end of the keyspace", shorten(*rangeEnd), shorten(*rangeStart))
+		}
+		sel.rangeEnd = *rangeEnd
+	}
+	return sel, nil
+}
+
+// checkRangeBound checks one end of a range: printable ASCII without
+// spaces, at most the longest key. A bound need not be a key: "svc/" ends
+// the range of every key under "svc.".
+func (d *decoder) checkRangeBound(field, b string) *schema.Error {
+	if len(b) > d.maxKeyBytes {
+		return invalid("%s is %d bytes long, more than the %d allowed", field, len(b), d.maxKeyBytes)
+	}
+	for i := 0; i < len(b); i++ {
+		if b[i] < 0x21 || b[i] > 0x7e {
+			return invalid("%s must be printable ASCII without spaces (0x21-0x7E)", field)
+		}
+	}
+	return nil
+}
+
 // keyOrPrefix checks that exactly one of key and prefix is given.
 func (d *decoder) keyOrPrefix(at string, key, prefix *string) (string, bool, *schema.Error) {
 	switch {
@@ -394,13 +478,98 @@ func (d *decoder) keyOrPrefix(at string, key, prefix *string) (string, bool, *sc
 	return "", false, invalid("%skey or %sprefix is required (prefix \"\" means every key)", at, at)
 }
 
-func (d *decoder) get(data []byte) (fsm.GetQuery, bool, *schema.Error) {
+// getRequest is a decoded kv.get: the query, the revision it reads at (0:
+// the present) and whether it may be served locally.
+type getRequest struct {
+	q            fsm.GetQuery
+	revision     int64
+	serializable bool
+}
+
+func (d *decoder) get(data []byte) (getRequest, *schema.Error) {
 	var req schema.KVGetRequest
 	if e := decodeStrict(data, &req); e != nil {
-		return fsm.GetQuery{}, false, e
+		return getRequest{}, e
 	}
-	q, e := d.buildGet("", req.Key, req.Prefix, req.Limit, req.After, req.KeysOnly, req.CountOnly, schema.MaxListLimit)
-	return q, req.Serializable, e
+	sel, e := d.selection(req.Key, req.Prefix, req.RangeStart, req.RangeEnd)
+	if e != nil {
+		return getRequest{}, e
+	}
+	var q fsm.GetQuery
+	if sel.isRange {
+		var limit int
+		if limit, e = checkLimit("", req.Limit, schema.MaxListLimit); e == nil {
+			q = fsm.GetQuery{Key: sel.key, IsRange: true, RangeEnd: sel.rangeEnd, After: req.After, Limit: limit, KeysOnly: req.KeysOnly, CountOnly: req.CountOnly}
+		}
+	} else {
+		q, e = d.buildGet("", req.Key, req.Prefix, req.Limit, req.After, req.KeysOnly, req.CountOnly, schema.MaxListLimit)
+	}
+	if e != nil {
+		return getRequest{}, e
+	}
+	if e := checkRevision("revision", req.Revision); e != nil {
+		return getRequest{}, e
+	}
+	return getRequest{q: q, revision: req.Revision, serializable: req.Serializable}, nil
+}
+
+// historyRequest is a decoded kv.history.
+type historyRequest struct {
+	q            fsm.HistoryQuery
+	serializable bool
+}
+
+func (d *decoder) history(data []byte) (historyRequest, *schema.Error) {
+	var req schema.KVHistoryRequest
+	if e := decodeStrict(data, &req); e != nil {
+		return historyRequest{}, e
+	}
+	if err := subjects.ValidateKey(req.Key, d.maxKeyBytes); err != nil {
+		return historyRequest{}, keyInvalid("key", err)
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"from_revision", req.FromRevision}, {"to_revision", req.ToRevision}, {"after_revision", req.AfterRevision}} {
+		if e := checkRevision(f.name, f.v); e != nil {
+			return historyRequest{}, e
+		}
+	}
+	if req.ToRevision != 0 && req.FromRevision > req.ToRevision {
+		return historyRequest{}, invalid("from_revision %d is after to_revision %d", req.FromRevision, req.ToRevision)
+	}
+	limit := req.Limit
+	switch {
+	case limit == 0:
+		limit = schema.DefaultHistoryLimit
+	case limit < 0 || limit > schema.MaxHistoryLimit:
+		return historyRequest{}, invalid("limit must be from 1 to %d, not %d", schema.MaxHistoryLimit, limit)
+	}
+	return historyRequest{q: fsm.HistoryQuery{Key: req.Key, From: req.FromRevision, To: req.ToRevision, After: req.AfterRevision,
+		NewestFirst: req.NewestFirst, Limit: limit}, serializable: req.Serializable}, nil
+}
+
+func (d *decoder) compact(data []byte) (*fsm.Compact, *schema.Error) {
+	var req schema.KVCompactRequest
+	if e := decodeStrict(data, &req); e != nil {
+		return nil, e
+	}
+	if req.Revision < 1 {
+		return nil, invalid("revision must be 1 or more, not %d", req.Revision)
+	}
+	if e := checkRevision("revision", req.Revision); e != nil {
+		return nil, e
+	}
+	return &fsm.Compact{Revision: req.Revision}, nil
+}
+
+// checkRevision refuses a revision field that is negative or beyond what
+// JSON numbers carry exactly; 0 is left to the caller's meaning.
+func checkRevision(field string, rev int64) *schema.Error {
+	if rev < 0 || rev > schema.MaxRevision {
+		return invalid("%s must be from 0 to %d, not %d", field, int64(schema.MaxRevision), rev)
+	}
+	return nil
 }
 
 func (d *decoder) buildGet(at string, key, prefix *string, limit int, after string, keysOnly, countOnly bool, maxLimit int) (fsm.GetQuery, *schema.Error) {
@@ -423,9 +592,9 @@ func (d *decoder) delete(data []byte) (*fsm.Delete, string, *schema.Error) {
 	if e := decodeStrict(data, &req); e != nil {
 		return nil, "", e
 	}
-	key, isPrefix, e := d.keyOrPrefix("", req.Key, req.Prefix)
+	sel, e := d.selection(req.Key, req.Prefix, req.RangeStart, req.RangeEnd)
 	if e != nil {
 		return nil, "", e
 	}
-	return &fsm.Delete{Key: key, IsPrefix: isPrefix, PrevKV: req.PrevKV}, req.IdempotencyKey, nil
+	return &fsm.Delete{Key: sel.key, IsPrefix: sel.isPrefix, IsRange: sel.isRange, RangeEnd: sel.rangeEnd, PrevKV: req.PrevKV}, req.IdempotencyKey, nil
 }

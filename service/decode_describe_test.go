@@ -54,7 +54,7 @@ func decodeRequest(svc *Service, ep subjects.Endpoint, body []byte) *schema.Erro
 	case subjects.KVPut:
 		_, _, e = svc.dec.put(body)
 	case subjects.KVGet:
-		_, _, e = svc.dec.get(body)
+		_, e = svc.dec.get(body)
 	case subjects.KVDelete:
 		_, _, e = svc.dec.delete(body)
 	case subjects.KVTxn:
@@ -152,7 +152,7 @@ func decodeErrorCases() []decodeErrorCase {
 		{subjects.LeaseGrant, `  {ttl:5}`, schema.ErrInvalidRequest, `the request body is not valid JSON: invalid character 't' looking for beginning of object key string (at byte 4)`},
 		{subjects.KVPut, `{"key":"a","value":tru}`, schema.ErrInvalidRequest, `the request body is not valid JSON: invalid character '}' in literal true (expecting 'e') (at byte 23)`},
 		{subjects.LeaseGrant, `{"tll":5}`, schema.ErrInvalidRequest, `unknown field "tll": the fields of the request are ttl, id and metadata`},
-		{subjects.KVDelete, `{"key":"a","recursive":true}`, schema.ErrInvalidRequest, `unknown field "recursive": the fields of the request are key, prefix, prev_kv and idempotency_key`},
+		{subjects.KVDelete, `{"key":"a","recursive":true}`, schema.ErrInvalidRequest, `unknown field "recursive": the fields of the request are key, prefix, range_start, range_end, prev_kv and idempotency_key`},
 		{subjects.ClusterSnapshot, `{"force":true}`, schema.ErrInvalidRequest, `unknown field "force": the fields of the request are id, address and cluster_id`},
 
 		// Kinds of values, by their JSON path.
@@ -182,7 +182,7 @@ func decodeErrorCases() []decodeErrorCase {
 		// refused value is the one described.
 		{subjects.LeaseGrant, `{"TTL":"x","tll":1}`, schema.ErrInvalidRequest, `ttl must be a whole number of seconds, not the string "x"`},
 		{subjects.LeaseGrant, `{"ttl":5,"metadata":{"a":1},"x":` + `"` + strings.Repeat("é", 40) + `"}`, schema.ErrInvalidRequest, `unknown field "x": the fields of the request are ttl, id and metadata`},
-		{subjects.KVPut, `{"key":"` + strings.Repeat("k", 70) + `","value":1,"` + strings.Repeat("f", 70) + `":1}`, schema.ErrInvalidRequest, `unknown field "` + strings.Repeat("f", 64) + `...": the fields of the request are key, value, lease, ttl, prev_kv and idempotency_key`},
+		{subjects.KVPut, `{"key":"` + strings.Repeat("k", 70) + `","value":1,"` + strings.Repeat("f", 70) + `":1}`, schema.ErrInvalidRequest, `unknown field "` + strings.Repeat("f", 64) + `...": the fields of the request are key, value, lease, ttl, prev_kv, content_type, metadata and idempotency_key`},
 
 		// Leases.
 		{subjects.LeaseGrant, `{}`, schema.ErrInvalidRequest, `ttl is required: the lease's time to live in whole seconds, at least 1 second`},

@@ -63,7 +63,22 @@ func FuzzDecodeRequest(f *testing.F) {
 				cmd = p
 			}
 		case subjects.KVGet:
-			_, _, e = dec.get(data)
+			_, e = dec.get(data)
+		case subjects.KVHistory:
+			var h historyRequest
+			if h, e = dec.history(data); e == nil {
+				if h.q.Limit < 1 || h.q.Limit > schema.MaxHistoryLimit || h.q.From < 0 || h.q.To < 0 || h.q.After < 0 || (h.q.To != 0 && h.q.From > h.q.To) {
+					t.Fatalf("history %+v from %q", h.q, data)
+				}
+			}
+		case subjects.KVCompact:
+			var c *fsm.Compact
+			if c, e = dec.compact(data); e == nil {
+				if c.Revision < 1 {
+					t.Fatalf("compact %+v from %q", c, data)
+				}
+				cmd = c
+			}
 		case subjects.KVDelete:
 			cmd, _, e = dec.delete(data)
 		case subjects.KVTxn:

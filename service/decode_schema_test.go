@@ -47,7 +47,11 @@ func acceptedBeforeRaft(d *decoder, ep subjects.Endpoint, body []byte) *schema.E
 	case subjects.KVPut:
 		_, key, e = d.put(body)
 	case subjects.KVGet:
-		_, _, e = d.get(body)
+		_, e = d.get(body)
+	case subjects.KVHistory:
+		_, e = d.history(body)
+	case subjects.KVCompact:
+		_, e = d.compact(body)
 	case subjects.KVDelete:
 		_, key, e = d.delete(body)
 	case subjects.KVTxn:
@@ -78,6 +82,8 @@ var decodedEndpoints = map[string]subjects.Endpoint{
 	"kv.delete.request":            subjects.KVDelete,
 	"kv.txn.request":               subjects.KVTxn,
 	"kv.changes.request":           subjects.KVChanges,
+	"kv.history.request":           subjects.KVHistory,
+	"kv.compact.request":           subjects.KVCompact,
 }
 
 // schemaName is the request schema of ep.

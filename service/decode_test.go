@@ -25,15 +25,34 @@ func TestDecoderTakesItsLimitsFromTheConfig(t *testing.T) {
 	grant := func(b []byte) *schema.Error { _, e := d.grant(b); return e }
 	keepAlive := func(b []byte) *schema.Error { _, e := d.keepAlive(b); return e }
 	put := func(b []byte) *schema.Error { _, _, e := d.put(b); return e }
-	get := func(b []byte) *schema.Error { _, _, e := d.get(b); return e }
+	get := func(b []byte) *schema.Error { _, e := d.get(b); return e }
 	txn := func(b []byte) *schema.Error { _, _, e := d.txn(b); return e }
 	changes := func(b []byte) *schema.Error { _, e := d.changes(b); return e }
+	history := func(b []byte) *schema.Error { _, e := d.history(b); return e }
+	compact := func(b []byte) *schema.Error { _, e := d.compact(b); return e }
 	cases := []struct {
 		body string
 		fn   func([]byte) *schema.Error
 		want string // "" accepts
 	}{
 		{`{"ttl":5}`, grant, ""},
+		{`{"key":"a","from_revision":5,"to_revision":3}`, history, `from_revision 5 is after to_revision 3`},
+		{`{"key":"a","from_revision":5}`, history, ""},
+		{`{"key":"a","from_revision":5,"to_revision":5}`, history, ""},
+		{`{"key":"a","after_revision":-1}`, history, `after_revision must be from 0 to 9007199254740991, not -1`},
+		{`{"key":"a","limit":1001}`, history, `limit must be from 1 to 1000, not 1001`},
+		{`{"revision":0}`, compact, `revision must be 1 or more, not 0`},
+		{`{"revision":9007199254740992}`, compact, `revision must be from 0 to 9007199254740991, not 9007199254740992`},
+		{`{"key":"a","revision":-2}`, get, `revision must be from 0 to 9007199254740991, not -2`},
+		{`{"range_start":"b","range_end":"a"}`, get, `range_end "a" must sort after range_start "b" (byte-wise); leave range_end out to read to the end of the keyspace`},
+		{`{"range_start":"b","range_end":"b"}`, get, `range_end "b" must sort after range_start "b" (byte-wise); leave range_end out to read to the end of the keyspace`},
+		{`{"range_end":"b"}`, get, `range_end needs range_start: a range is [range_start, range_end)`},
+		{`{"key":"a","value":1,"content_type":"a\u0001"}`, put, `content_type must be printable ASCII (such as application/json), without control characters`},
+		{`{"key":"a","value":1,"metadata":[1]}`, put, `metadata must be a JSON object, not an array`},
+		{`{"key":"a","value":1,"metadata":null}`, put, ""},
+		{`{"success":[{"put":{"key":"a","value":1,"metadata":true}}]}`, txn, `success[0].put.metadata must be a JSON object, not true`},
+		{`{"key":"a","range_start":"a"}`, get, `give one of key, prefix and range_start, not several`},
+		{`{"range_start":"a\u0007"}`, get, `range_start must be printable ASCII without spaces (0x21-0x7E)`},
 		{`{"ttl":4}`, grant, `ttl must be at least 5 seconds, not 4`},
 		{`{}`, grant, `ttl is required: the lease's time to live in whole seconds, at least 5 seconds`},
 		{`{"id":1,"ttl":4}`, keepAlive, `ttl must be at least 5 seconds, not 4`},
@@ -96,9 +115,13 @@ func TestDecoderFixedLimits(t *testing.T) {
 	if e != nil || l.Limit != schema.DefaultListLimit {
 		t.Errorf("list without a limit: %+v, %v; want limit %d", l, e, schema.DefaultListLimit)
 	}
-	q, _, e := d.get([]byte(`{"prefix":""}`))
-	if e != nil || q.Limit != schema.DefaultListLimit {
-		t.Errorf("get without a limit: %+v, %v; want limit %d", q, e, schema.DefaultListLimit)
+	g, e := d.get([]byte(`{"prefix":""}`))
+	if e != nil || g.q.Limit != schema.DefaultListLimit {
+		t.Errorf("get without a limit: %+v, %v; want limit %d", g.q, e, schema.DefaultListLimit)
+	}
+	h, e := d.history([]byte(`{"key":"a"}`))
+	if e != nil || h.q.Limit != schema.DefaultHistoryLimit {
+		t.Errorf("history without a limit: %+v, %v; want limit %d", h.q, e, schema.DefaultHistoryLimit)
 	}
 	c, e := d.changes([]byte(`{"prefix":"","after_revision":0}`))
 	if e != nil || c.Limit != schema.DefaultChangesLimit {

@@ -176,6 +176,9 @@ func (d *decoder) buildBranch(name string, ops []schema.TxnOp, getBudget int) ([
 		case op.Put != nil:
 			p := op.Put
 			fp, e := d.buildPut(at+"put.", p.Key, p.Value, p.Lease, p.TTL, p.PrevKV)
+			if e == nil {
+				e = checkPutExtra(at+"put.", fp, p.ContentType, p.Metadata)
+			}
 			if e != nil {
 				return nil, e
 			}

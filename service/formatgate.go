@@ -31,6 +31,9 @@ type formatGate struct {
 	// gen changes whenever what is known is thrown away, so that a check
 	// that began before cannot turn batching on after.
 	gen uint64
+	// readable is the newest log format every member reads, as the last
+	// check found; 0 until a check has heard from all of them.
+	readable int
 	// formats holds the members that reported, during this term, a log
 	// format that reads batches. A member that stops answering (it is down)
 	// keeps its place: it comes back on the same release, and it would
@@ -49,7 +52,16 @@ func (g *formatGate) reset() {
 	defer g.mu.Unlock()
 	g.gen++
 	clear(g.formats)
+	g.readable = 0
 	g.batching(false)
+}
+
+// allRead reports whether every member reads log format format, as the
+// last check found.
+func (g *formatGate) allRead(format int) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.readable >= format
 }
 
 // learned records a member's format (one that reads batches), as
@@ -108,6 +120,13 @@ func (g *formatGate) check(servers []raft.Server, self raft.ServerID, ask func(r
 		}
 	}
 	on := len(why) == 0
+	g.readable = 0
+	if on {
+		g.readable = fsm.LogFormat
+		for _, id := range others {
+			g.readable = min(g.readable, g.formats[id])
+		}
+	}
 	g.batching(on)
 	return on, why
 }
@@ -161,7 +180,7 @@ func (s *Service) checkJoiner(id string) *schema.Error {
 	if err != nil {
 		return schema.Errorf(schema.ErrUnavailable, "the leader could not learn which release node %s runs (it asks before admitting a node): %v", id, err)
 	}
-	if format < fsm.LogFormatBatch {
+	if format < fsm.LogFormat {
 		return schema.Errorf(schema.ErrClusterMismatch, "node %s runs an older release, which cannot read this cluster's log (log format %d, this cluster writes %d); upgrade it to the cluster's release before it joins", id, format, fsm.LogFormat)
 	}
 	s.formats.learned(raft.ServerID(id), format)

@@ -96,10 +96,26 @@ func TestFormatGate(t *testing.T) {
 	g.learned("n4", fsm.LogFormat) // as checkJoiner learns it
 	check(true, four, "")
 
+	// The newest format all read: commands of the history's format wait
+	// for the last member on a release that reads batches but not them.
+	if !g.allRead(fsm.LogFormatHistory) {
+		t.Fatal("every member reads the history's format, the gate says not")
+	}
+	a.formats["n2"] = fsm.LogFormatBatch
+	check(true, four, "")
+	if g.allRead(fsm.LogFormatHistory) || !g.allRead(fsm.LogFormatBatch) {
+		t.Fatalf("n2 reads format %d: allRead(%d) %v, allRead(%d) %v", fsm.LogFormatBatch,
+			fsm.LogFormatHistory, g.allRead(fsm.LogFormatHistory), fsm.LogFormatBatch, g.allRead(fsm.LogFormatBatch))
+	}
+	a.formats["n2"] = fsm.LogFormat
+
 	// A new term starts from nothing.
 	g.reset()
 	if on {
 		t.Fatal("batching on after reset")
+	}
+	if g.allRead(fsm.LogFormatBatch) {
+		t.Fatal("a new term knows what members read before asking")
 	}
 	check(false, four, "node n4 has not said")
 }

@@ -26,6 +26,8 @@ func (s *Service) handlers() map[subjects.Endpoint]handlerFunc {
 		subjects.KVGet:              s.handleGet,
 		subjects.KVDelete:           proposes(s, s.dec.delete),
 		subjects.KVTxn:              proposes(s, s.dec.txn),
+		subjects.KVHistory:          s.handleHistory,
+		subjects.KVCompact:          proposes(s, noBodyKey(s.dec.compact)),
 
 		subjects.ClusterJoin:     s.handleJoin,
 		subjects.ClusterRemove:   s.handleRemove,
@@ -121,16 +123,38 @@ func (s *Service) handleList(ctx context.Context, m *nats.Msg) (any, *schema.Err
 }
 
 func (s *Service) handleGet(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
-	q, serializable, e := s.dec.get(m.Data)
+	req, e := s.dec.get(m.Data)
 	if e != nil {
 		return nil, e
 	}
-	now, e := s.reads.now(ctx, serializable)
+	now, e := s.reads.now(ctx, req.serializable)
 	if e != nil {
 		return nil, e
 	}
-	q.MaxBytes = int(s.maxPayload) - replyHeadroom
+	req.q.MaxBytes = int(s.maxPayload) - replyHeadroom
 	var reply *schema.KVGetReply
-	s.sm.read(func(st *fsm.State) { reply = st.Get(q, max(now, st.Now())) })
+	var err error
+	s.sm.read(func(st *fsm.State) { reply, err = st.GetAt(req.q, req.revision, max(now, st.Now())) })
+	if err != nil {
+		return nil, errorFor(err)
+	}
+	return reply, nil
+}
+
+func (s *Service) handleHistory(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
+	req, e := s.dec.history(m.Data)
+	if e != nil {
+		return nil, e
+	}
+	if _, e := s.reads.now(ctx, req.serializable); e != nil {
+		return nil, e
+	}
+	req.q.MaxBytes = int(s.maxPayload) - replyHeadroom
+	var reply *schema.KVHistoryReply
+	var err error
+	s.sm.read(func(st *fsm.State) { reply, err = st.History(req.q) })
+	if err != nil {
+		return nil, errorFor(err)
+	}
 	return reply, nil
 }

@@ -111,7 +111,7 @@ func (s *Service) becomeLeader(ctx context.Context) *leaderTerm {
 	want := fsm.Limits{
 		MaxLeases: s.cfg.MaxLeases, MaxKeysPerLease: s.cfg.MaxKeysPerLease,
 		IdempotencyEntries: s.cfg.IdempotencyEntries, IdempotencyRevisions: s.cfg.IdempotencyRevisions,
-		ChangesMax: s.cfg.ChangesMax, ChangesMaxAgeMS: s.cfg.ChangesMaxAge.Milliseconds(),
+		HistoryRevisions: s.cfg.HistoryRevisions, HistoryAgeMS: s.cfg.HistoryAge.Milliseconds(),
 	}
 	if limits != want {
 		if _, e := s.propose(&want, ""); e != nil {

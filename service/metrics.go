@@ -229,6 +229,8 @@ type stateCollector struct{ s *Service }
 var (
 	descRevision    = prometheus.NewDesc("concord_revision", "The cluster revision this node has applied.", nil, nil)
 	descKeys        = prometheus.NewDesc("concord_keys", "Keys in the store.", nil, nil)
+	descFloor       = prometheus.NewDesc("concord_kv_compact_revision", "The key history's floor: reads at revisions below it, and changes at or below it, are gone.", nil, nil)
+	descHistory     = prometheus.NewDesc("concord_kv_history_changes", "Changes the key history holds above its floor.", nil, nil)
 	descLeases      = prometheus.NewDesc("concord_leases_active", "Active leases, by kind (explicit or anonymous).", []string{"kind"}, nil)
 	descAttached    = prometheus.NewDesc("concord_lease_attached_keys", "Keys attached to leases.", nil, nil)
 	descLeaseClock  = prometheus.NewDesc("concord_lease_clock_seconds", "The replicated lease clock at the last applied entry.", nil, nil)
@@ -242,17 +244,18 @@ var (
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRevision, descKeys, descLeases, descAttached, descLeaseClock, descRaftState, descRaftTerm, descCommitIndex, descApplied, descLastIndex, descBatching, descBatchCount} {
+	for _, d := range []*prometheus.Desc{descRevision, descKeys, descFloor, descHistory, descLeases, descAttached, descLeaseClock, descRaftState, descRaftTerm, descCommitIndex, descApplied, descLastIndex, descBatching, descBatchCount} {
 		ch <- d
 	}
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	var rev, now int64
-	var keys, attached int
+	var rev, now, floor int64
+	var keys, attached, history int
 	var explicit, anon int64
 	c.s.sm.read(func(st *fsm.State) {
 		rev, now, keys, attached = st.Revision(), st.Now(), st.KeyCount(), st.AttachedKeyCount()
+		floor, history = st.CompactRevision(), st.HistoryChanges()
 		explicit, anon = st.LeaseCount()
 	})
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
@@ -260,6 +263,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descRevision, float64(rev))
 	gauge(descKeys, float64(keys))
+	gauge(descFloor, float64(floor))
+	gauge(descHistory, float64(history))
 	gauge(descLeases, float64(explicit), "explicit")
 	gauge(descLeases, float64(anon), "anonymous")
 	gauge(descAttached, float64(attached))

@@ -229,6 +229,11 @@ func (s *Service) propose(body any, idempotencyKey string) (*fsm.Result, *schema
 	if !ok {
 		return nil, schema.Errorf(schema.ErrNotLeader, "this node is not the leader")
 	}
+	// During a rolling upgrade a member on an older release could not apply
+	// the newer commands: they wait until every member reads them.
+	if need := fsm.RequiredLogFormat(body); need > fsm.LogFormatBatch && !s.formats.allRead(need) {
+		return nil, schema.Errorf(schema.ErrUnavailable, "not every member of the cluster has said it runs a release that applies this request (log format %d); retry once every node runs this release", need)
+	}
 	data, err := fsm.EncodeKeyed(now, idempotencyKey, body)
 	if err != nil {
 		return nil, schema.Errorf(schema.ErrInternal, "%v", err)

@@ -35,6 +35,9 @@ const (
 	KVDelete       Endpoint = "kv.delete"
 	KVTxn          Endpoint = "kv.txn"
 	KVChanges      Endpoint = "kv.changes"
+	// KVHistory reads one key's changes; KVCompact drops history.
+	KVHistory Endpoint = "kv.history"
+	KVCompact Endpoint = "kv.compact"
 
 	LeaseKeepAliveMany Endpoint = "lease.keepalive_many"
 
@@ -51,7 +54,7 @@ const (
 
 // Endpoints lists every request endpoint in a stable order.
 var Endpoints = []Endpoint{LeaseGrant, LeaseKeepAlive, LeaseKeepAliveMany, LeaseRevoke, LeaseInfo, LeaseList,
-	KVPut, KVGet, KVDelete, KVTxn, KVChanges,
+	KVPut, KVGet, KVDelete, KVTxn, KVChanges, KVHistory, KVCompact,
 	ClusterJoin, ClusterRemove, ClusterStatus, ClusterSnapshot, ClusterBackup, ClusterBackupChunk}
 
 // Nodes returns the subject every node answers with its own information,

@@ -75,10 +75,10 @@ func TestChangeLog(t *testing.T) {
 	}
 }
 
-// The change log keeps --changes-max events; a read from below its floor
-// gets 410 compacted with the floor in the description.
+// The history keeps --history-revisions revisions; a change-log read from
+// below its floor gets 410 compacted with the floor in the description.
 func TestChangeLogCompaction(t *testing.T) {
-	n := startNode(t, nodeOpts{flags: []string{"--changes-max", "10"}})
+	n := startNode(t, nodeOpts{flags: []string{"--history-revisions", "10"}})
 	c := connect(t, n.natsURL)
 	for i := 0; i < 30; i++ {
 		c.put(fmt.Sprintf("cmp.k%d", i), i, 0)

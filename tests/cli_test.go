@@ -659,7 +659,7 @@ func TestCLIConnection(t *testing.T) {
 	c = newCLI(t, n.natsURL)
 	out := c.ok("status")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 4 || !regexp.MustCompile(`^cluster \S+: leader n1, term \d+, revision 0$`).MatchString(lines[0]) ||
+	if len(lines) != 4 || !regexp.MustCompile(`^cluster \S+: leader n1, term \d+, revision 0, history from revision 0$`).MatchString(lines[0]) ||
 		!regexp.MustCompile(`^ID +ADDRESS +SUFFRAGE +REACHABLE +STATE +LAST +COMMIT +APPLIED +REVISION$`).MatchString(lines[2]) ||
 		!regexp.MustCompile(`^n1\* +127\.0\.0\.1:\d+ +voter +yes +leader +\d+ +\d+ +\d+ +0$`).MatchString(lines[3]) {
 		t.Fatalf("status: %q", out)
@@ -673,6 +673,7 @@ func TestCLIConnection(t *testing.T) {
 }
 
 func TestCLIWatch(t *testing.T) {
+	// The old flag name still works.
 	n := startNode(t, nodeOpts{flags: []string{"--changes-max", "8"}})
 	c := newCLI(t, n.natsURL)
 	c.ok("kv", "put", "svc.before", "0") // rev 1

@@ -106,6 +106,17 @@ func TestMicroDiscovery(t *testing.T) {
 	if len(nfo.Endpoints) != len(subjects.Endpoints) || len(byEndpoint) != len(subjects.Endpoints) {
 		t.Fatalf("%d endpoints listed, want the %d of subjects.Endpoints: %+v", len(nfo.Endpoints), len(subjects.Endpoints), nfo.Endpoints)
 	}
+	// The endpoints of the keyspace's past, by name, as well as through
+	// subjects.Endpoints below.
+	for _, name := range []string{"kv_history", "kv_compact"} {
+		found := false
+		for _, e := range nfo.Endpoints {
+			found = found || e.Name == name && e.Subject == "concord."+strings.ReplaceAll(name, "_", ".")
+		}
+		if !found {
+			t.Errorf("nats micro info lists no endpoint %s: %+v", name, nfo.Endpoints)
+		}
+	}
 	for _, ep := range subjects.Endpoints {
 		e, ok := byEndpoint[ep]
 		if !ok {

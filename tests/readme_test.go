@@ -261,6 +261,48 @@ func TestReadmeLock(t *testing.T) {
 	runReadmeRequests(t, startNode(t, nodeOpts{}), block)
 }
 
+// The README's reads at a past revision, key history and compaction, each
+// step with the real nats CLI against a new node.
+func TestReadmeHistory(t *testing.T) {
+	natsCLI(t)
+	block := readmeBlocks(t)["history"]
+	if len(block.steps) < 10 {
+		t.Fatalf("README history block not found or changed shape: %d steps", len(block.steps))
+	}
+	for _, want := range []string{"concord.kv.get", "concord.kv.history", "concord.kv.compact"} {
+		found := false
+		for _, s := range block.steps {
+			found = found || strings.Contains(s.cmd, want)
+		}
+		if !found {
+			t.Fatalf("README history block has no %s request", want)
+		}
+	}
+	runReadmeRequests(t, startNode(t, nodeOpts{}), block)
+}
+
+// The README's CLI block about a key's past, run step by step with the
+// real binary against a new node: every command succeeds and prints
+// exactly what the README shows.
+func TestReadmeCLIHistory(t *testing.T) {
+	block := readmeBlocks(t)["cli-history"]
+	if len(block.steps) < 5 {
+		t.Fatalf("README cli-history block not found or changed shape: %d steps", len(block.steps))
+	}
+	n := startNode(t, nodeOpts{})
+	for _, step := range block.steps {
+		cmd := shellProc(t, n.natsURL, step.cmd)
+		cmd.cmd.Env = append(cmd.cmd.Env, "PATH="+filepath.Dir(binPath)+":"+os.Getenv("PATH"))
+		out, err := cmd.output()
+		if err != nil {
+			t.Fatalf("%s: %v (stdout %q)", step.cmd, err, out)
+		}
+		if got, want := strings.TrimSpace(string(out)), strings.Join(step.output, "\n"); got != want {
+			t.Fatalf("%s\nREADME shows %q\ngot          %q", step.cmd, want, got)
+		}
+	}
+}
+
 // lockedBuffer collects a process's output while the test reads it.
 type lockedBuffer struct {
 	mu  sync.Mutex
@@ -432,7 +474,7 @@ func exampleBodies(t *testing.T) map[string][]string {
 // ./client` runs them, and must print what their Output says.
 func TestReadmeGoExamples(t *testing.T) {
 	blocks := readmeGoBlocks(t)
-	for _, want := range []string{"ExampleClient_GetKey", "ExampleClient_NewSession", "ExampleMutex", "ExampleElection", "ExampleClient_Watch"} {
+	for _, want := range []string{"ExampleClient_GetKey", "ExampleClient_NewSession", "ExampleMutex", "ExampleElection", "ExampleClient_Watch", "ExampleClient_HistoryAll"} {
 		if len(blocks[want]) < 3 {
 			t.Errorf("README has no Go block for %s (a <!-- readme-go: %s --> marker before a ```go block)", want, want)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
+	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/subjects"
 )
 
@@ -34,6 +35,8 @@ func steerBodies() map[string]any {
 		"concord.kv.delete":            map[string]any{"key": "steer.before"},
 		"concord.kv.txn":               map[string]any{"success": []any{map[string]any{"put": map[string]any{"key": "steer.t", "value": 1}}}},
 		"concord.kv.changes":           map[string]any{"prefix": "", "after_revision": 0},
+		"concord.kv.history":           map[string]any{"key": "steer.before"},
+		"concord.kv.compact":           map[string]any{"revision": 1},
 		"concord.cluster.join":         map[string]any{"id": "intruder", "address": "127.0.0.1:1"},
 		"concord.cluster.remove":       map[string]any{"id": "ghost"},
 		"concord.cluster.status":       map[string]any{},
@@ -174,6 +177,12 @@ func TestStrayReplySubjectsAreRefused(t *testing.T) {
 	if leases := c.get(map[string]any{"prefix": "steer."}); len(leases.KVs) != 1 {
 		t.Fatalf("keys after the refused requests: %+v", leases.KVs)
 	}
+	// kv.compact moves no revision: the floor says it was not executed.
+	var h schema.KVHistoryReply
+	c.ok(subjects.KVHistory, map[string]any{"key": "steer.before"}, &h)
+	if h.CompactRevision != 0 {
+		t.Fatalf("the compaction floor moved to %d: a refused kv.compact was executed", h.CompactRevision)
+	}
 	if log := readLog(t, n); !strings.Contains(log, "refused a request whose reply subject") || strings.Count(log, "refused a request whose reply subject") > 2 {
 		t.Fatalf("want one rate-limited log line about the refusals, log:\n%s", tail(log, 20))
 	}
@@ -219,12 +228,12 @@ func TestRolesStopStrayRepliesWithoutTheCheck(t *testing.T) {
 	bodies := steerBodies()
 	may := map[string]func(string) bool{
 		"client": func(s string) bool {
-			return strings.HasPrefix(s, "concord.lease.") || strings.HasPrefix(s, "concord.kv.")
+			return (strings.HasPrefix(s, "concord.lease.") || strings.HasPrefix(s, "concord.kv.")) && s != "concord.kv.compact"
 		},
 		"reader": func(s string) bool {
-			return s == "concord.kv.get" || s == "concord.kv.changes" || s == "concord.lease.info" || s == "concord.lease.list"
+			return s == "concord.kv.get" || s == "concord.kv.changes" || s == "concord.kv.history" || s == "concord.lease.info" || s == "concord.lease.list"
 		},
-		"replica": func(s string) bool { return strings.HasPrefix(s, "concord.cluster.") },
+		"replica": func(s string) bool { return strings.HasPrefix(s, "concord.cluster.") || s == "concord.kv.compact" },
 	}
 	var steered []string
 	for role, rc := range map[string]*roleConn{"client": client, "reader": ro, "replica": replica} {

@@ -407,6 +407,12 @@ func TestRolePermissions(t *testing.T) {
 		readerWatch.waitSubject(t, "concord.watch.role.k")
 		client.noViolations()
 
+		if e := client.allowed("concord.kv.history", map[string]any{"key": "role.k"}); e != nil {
+			t.Fatalf("history: %v", e)
+		}
+		client.noViolations()
+		// Compaction is for operators: refused to applications.
+		client.refusedPublish("concord.kv.compact", map[string]any{"revision": 1})
 		client.refusedPublish("concord.cluster.join", map[string]any{"id": "intruder", "address": "127.0.0.1:1"})
 		client.refusedPublish("concord.cluster.remove", map[string]any{"id": "n2"})
 		client.refusedPublish("concord.cluster.status", map[string]any{})
@@ -426,6 +432,12 @@ func TestRolePermissions(t *testing.T) {
 		if e := ro.allowed("concord.lease.list", map[string]any{}); e != nil {
 			t.Fatalf("list: %v", e)
 		}
+		if e := ro.allowed("concord.kv.history", map[string]any{"key": "role.k"}); e != nil {
+			t.Fatalf("history: %v", e)
+		}
+		if e := ro.allowed("concord.kv.get", map[string]any{"key": "role.k", "revision": 1}); e != nil {
+			t.Fatalf("get at a past revision: %v", e)
+		}
 		if e := ro.allowed("concord.lease.info", map[string]any{"id": 999999}); e == nil || e.Name != schema.ErrLeaseNotFound {
 			t.Fatalf("info of an unknown lease: %v, want lease_not_found", e)
 		}
@@ -434,15 +446,19 @@ func TestRolePermissions(t *testing.T) {
 		ro.refusedPublish("concord.kv.put", map[string]any{"key": "role.k", "value": "x"})
 		ro.refusedPublish("concord.kv.delete", map[string]any{"key": "role.k"})
 		ro.refusedPublish("concord.kv.txn", map[string]any{})
+		ro.refusedPublish("concord.kv.compact", map[string]any{"revision": 1})
 		ro.refusedPublish("concord.lease.grant", map[string]any{"ttl": 10})
 		ro.refusedPublish("concord.lease.keepalive", map[string]any{"id": 1})
 		ro.refusedPublish("concord.lease.revoke", map[string]any{"id": 1})
 		ro.refusedPublish("concord.cluster.join", map[string]any{"id": "intruder", "address": "127.0.0.1:1"})
 		ro.refusedPublish("concord.cluster.remove", map[string]any{"id": "n2"})
 		ro.refusedSubscribe("concord.lease.*")
-		// Nothing it tried changed the data.
+		// Nothing it tried changed the data, nor compacted the history.
 		if e := client.allowed("concord.kv.get", map[string]any{"key": "role.k"}); e != nil {
 			t.Fatal(e)
+		}
+		if f := roleFloor(t, client); f != 0 {
+			t.Fatalf("the refused compactions moved the floor to %d", f)
 		}
 	})
 
@@ -465,6 +481,18 @@ func TestRolePermissions(t *testing.T) {
 		if err := replica.nc.Publish("_INBOX.role.reply", []byte(`{}`)); err != nil {
 			t.Fatal(err)
 		}
+		// It compacts the history (operators use its credentials): a
+		// revision in the future is refused on its merits, then one is
+		// taken.
+		if e := replica.allowed("concord.kv.compact", map[string]any{"revision": 1 << 40}); e == nil || e.Name != schema.ErrInvalidRequest {
+			t.Fatalf("compact in the future: %v, want invalid_request", e)
+		}
+		if e := replica.allowed("concord.kv.compact", map[string]any{"revision": 1}); e != nil {
+			t.Fatalf("compact: %v", e)
+		}
+		if f := roleFloor(t, client); f != 1 {
+			t.Fatalf("the floor after the replica's compaction: %d, want 1", f)
+		}
 		replica.noViolations()
 		// ... but not act as a client, publish watch events (that is the
 		// events role's), nor publish outside its subjects.
@@ -475,6 +503,42 @@ func TestRolePermissions(t *testing.T) {
 				t.Fatal(err)
 			}
 			replica.waitViolation("Publish", subject)
+		}
+	})
+
+	// The CLI's kv history and kv compact under the same roles: history
+	// for the reader and the client, compaction for the replica only; a
+	// refusal exits 9 at once with the server's words.
+	t.Run("cli history and compact", func(t *testing.T) {
+		client.t, ro.t, replica.t = t, t, t
+		seed, err := reader.Seed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seedFile := filepath.Join(t.TempDir(), "reader.nk")
+		if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		asReader := newCLI(t, all, "NATS_NKEY="+seedFile)
+		asClient := newCLI(t, all, "NATS_USER=concord-client", "NATS_PASSWORD="+clientPassword)
+		asReplica := newCLI(t, all, "NATS_USER=concord-replica", "NATS_PASSWORD="+replicaPassword)
+		if e := client.allowed("concord.kv.put", map[string]any{"key": "role.h", "value": 1}); e != nil {
+			t.Fatal(e)
+		}
+		for name, c := range map[string]*cli{"reader": asReader, "client": asClient} {
+			if out := c.ok("kv", "history", "role.h"); !strings.Contains(out, "type=put key=role.h") {
+				t.Fatalf("%s: kv history: %q", name, out)
+			}
+			c.expectRefused(`Permissions Violation for Publish to "concord.kv.compact"`, "kv", "compact", "2", "--timeout", "60s")
+		}
+		if f := roleFloor(t, client); f != 1 {
+			t.Fatalf("the refused compactions moved the floor to %d", f)
+		}
+		if out := asReplica.ok("kv", "compact", "2"); !strings.HasPrefix(out, "compacted: the history starts after revision 2") {
+			t.Fatalf("replica: kv compact 2: %q", out)
+		}
+		if f := roleFloor(t, client); f != 2 {
+			t.Fatalf("the floor after the replica's kv compact: %d, want 2", f)
 		}
 	})
 
@@ -510,6 +574,19 @@ func TestRolePermissions(t *testing.T) {
 			}
 		}
 	}
+}
+
+// roleFloor reads the compaction floor through a role that may read
+// history.
+func roleFloor(t *testing.T, r *roleConn) int64 {
+	t.Helper()
+	data, e, err := request(r.nc, "concord.kv.history", map[string]any{"key": "role.floor"}, "", 20*time.Second)
+	if err != nil || e != nil {
+		t.Fatalf("%s: history: %v %v", r.name, err, e)
+	}
+	var h schema.KVHistoryReply
+	mustUnmarshal(t, data, &h)
+	return h.CompactRevision
 }
 
 // rawWatch records the subjects of messages on a subscription.

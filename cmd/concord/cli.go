@@ -58,7 +58,8 @@ var exitCodes = []struct {
 	{exitConflict, "conflict: " + replyNames(schema.ClassConflict)},
 	{exitUnavailable, "unavailable: no NATS connection, or " + replyNames(schema.ClassUnavailable) + " / no responders until --timeout"},
 	{exitLost, "lock or elect: the session's lease was lost (CMD was killed)"},
-	{exitCompacted, "watch: the change log no longer holds the revision to resume from (" + replyNames(schema.ClassCompacted) + ")"},
+	{exitCompacted, "history gone: " + replyNames(schema.ClassCompacted) + " (watch --from, kv get --rev or kv history --from\n" +
+		"       at a revision below the compaction floor, which the history no longer holds)"},
 	{exitBadBackup, "snapshot: the backup file failed verification (checksum, truncation, unknown format)"},
 	{exitDenied, "denied: NATS refused the credentials (authorization violation), or the user's permissions refused\n       a publish or subscription the command needs (permissions violation); reported at once, not retried"},
 }
@@ -73,9 +74,11 @@ func clientUsage() string {
   concord lease info ID [--keys]
   concord lease list [--all] [--limit N] [--after ID]
   concord kv put KEY VALUE|- [--file FILE] [--lease ID | --ttl N] [--prev]
-  concord kv get KEY [--prefix] [--limit N] [--after KEY] [--keys-only] [--count] [--serializable]
+  concord kv get KEY [--prefix] [--rev N] [--limit N] [--after KEY] [--keys-only] [--count] [--serializable]
   concord kv del KEY [--prefix] [--prev]
   concord kv txn [--file FILE]        the transaction JSON from FILE, or from stdin
+  concord kv history KEY [--from N] [--to N] [--limit N] [--newest-first] [--after N]
+  concord kv compact REV              operators: drop the history at and below REV
   concord watch KEY [--prefix] [--from REV]
   concord lock NAME [--ttl 10s] [--grace 3s] -- CMD ARGS...
   concord elect NAME [--ttl 10s] [--proclaim VALUE]
@@ -119,7 +122,10 @@ VALUE (kv put, elect --proclaim) is JSON when it parses as JSON, and a JSON
 string otherwise: 42, true, null, {"a":1} and '"x"' are JSON; hello is "hello".
 Quote a value that looks like JSON to store it as a string: '"42"'.
 
-kv get prints "KEY VALUE" lines (one per key), watch one line per event,
+kv get prints "KEY VALUE" lines (one per key), with --rev N as the keys stood
+right after revision N committed. kv history prints a key's changes, one line
+per event as watch does (deletes with their cause); kv compact (operators)
+drops the history at and below a revision. watch prints one line per event,
 elect without --proclaim one line per leader change. lock runs CMD with
 CONCORD_FENCING_TOKEN set, in its own process group; stdout belongs to CMD
 and lock's own messages go to stderr. lock exits with CMD's exit code
@@ -232,7 +238,7 @@ func isReplyOf(err error, class schema.ErrorClass) bool {
 }
 
 // subcommands are the commands of the command groups, for messages.
-var subcommands = map[string][]string{"lease": {"grant", "keepalive", "revoke", "info", "list"}, "kv": {"put", "get", "del", "txn"}}
+var subcommands = map[string][]string{"lease": {"grant", "keepalive", "revoke", "info", "list"}, "kv": {"put", "get", "del", "txn", "history", "compact"}}
 
 // runCLI runs one client command and returns the process exit code.
 func runCLI(cmd string, args []string) int {

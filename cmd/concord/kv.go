@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 
 	"github.com/concord-io/concord/client"
 	"github.com/concord-io/concord/schema"
@@ -14,11 +15,13 @@ import (
 
 func runKV(args []string) error {
 	return subcommand("kv", args, map[string]func([]string) error{
-		"put": kvPut,
-		"get": kvGet,
-		"del": kvDel,
-		"txn": kvTxn,
-	}, "put|get|del|txn")
+		"put":     kvPut,
+		"get":     kvGet,
+		"del":     kvDel,
+		"txn":     kvTxn,
+		"history": kvHistory,
+		"compact": kvCompact,
+	}, "put|get|del|txn|history|compact")
 }
 
 func kvPut(args []string) error {
@@ -97,8 +100,13 @@ func readValue(file string) (string, error) {
 }
 
 func kvGet(args []string) error {
-	fs, cf := newFlags("kv get", "kv get KEY [--prefix] [--limit N] [--after KEY] [--keys-only] [--count] [--serializable]")
+	fs, cf := newFlags("kv get", "kv get KEY [--prefix] [--rev N] [--limit N] [--after KEY] [--keys-only] [--count] [--serializable]\n\n"+
+		"--rev N reads the keys as they stood right after revision N committed (no remaining lease time is\n"+
+		"shown); a revision below the compaction floor exits 7, one not yet written exits 1. Continue a prefix\n"+
+		"read with --after at the same --rev to see the same snapshot, page after page.")
 	prefix := fs.Bool("prefix", false, "read every key starting with KEY (\"\" for all keys)")
+	var rev optionalRevision
+	fs.Var(&rev, "rev", "read at revision `N` (0 or absent: the present)")
 	limit := fs.Int("limit", 0, "most records to return (0: the server's default)")
 	after := fs.String("after", "", "continue a prefix read after this key")
 	keysOnly := fs.Bool("keys-only", false, "leave the values out")
@@ -108,7 +116,7 @@ func kvGet(args []string) error {
 	if err != nil {
 		return err
 	}
-	req := schema.KVGetRequest{Limit: *limit, After: *after, KeysOnly: *keysOnly, CountOnly: *count, Serializable: *serializable}
+	req := schema.KVGetRequest{Limit: *limit, After: *after, KeysOnly: *keysOnly, CountOnly: *count, Serializable: *serializable, Revision: rev.n}
 	if *prefix {
 		req.Prefix = &pos[0]
 	} else {
@@ -127,12 +135,19 @@ func kvGet(args []string) error {
 			fmt.Fprintln(w, keyValueText(kv))
 		}
 		if r.More && len(r.KVs) > 0 {
-			fmt.Fprintf(os.Stderr, "%d of %d keys shown; continue with --after %s\n", len(r.KVs), r.Count, r.KVs[len(r.KVs)-1].Key)
+			atRev := ""
+			if rev.n != 0 {
+				atRev = fmt.Sprintf(" --rev %d", r.Revision)
+			}
+			fmt.Fprintf(os.Stderr, "%d of %d keys shown; continue with --after %s%s\n", len(r.KVs), r.Count, r.KVs[len(r.KVs)-1].Key, atRev)
 		}
 	}); err != nil {
 		return err
 	}
 	if !*prefix && r.Count == 0 {
+		if rev.n != 0 {
+			return exitStatus{exitNotFound, fmt.Errorf("key %s at revision %d: %w", pos[0], rev.n, errNotFound)}
+		}
 		return exitStatus{exitNotFound, fmt.Errorf("key %s: %w", pos[0], errNotFound)}
 	}
 	return nil
@@ -222,5 +237,67 @@ func kvTxn(args []string) error {
 				}
 			}
 		}
+	})
+}
+
+func kvHistory(args []string) error {
+	fs, cf := newFlags("kv history", "kv history KEY [--from N] [--to N] [--limit N] [--newest-first] [--after N]\n\n"+
+		"Prints the key's changes in the window [--from, --to], oldest first: one line per put (with the value\n"+
+		"it wrote) and per delete (version 0, with its cause: delete, lease_expired or lease_revoked), as watch\n"+
+		"prints events. A window starting at or below the compaction floor exits 7; one ending after the\n"+
+		"current revision exits 1. A key with no changes in the window prints nothing and exits 0. When\n"+
+		"records were left out, stderr says the --after to continue with.")
+	var from, to, after optionalRevision
+	fs.Var(&from, "from", "the window's first revision `N`, included (default: the oldest retained change)")
+	fs.Var(&to, "to", "the window's last revision `N`, included (default: the present)")
+	fs.Var(&after, "after", "continue a listing after revision `N` (before it, with --newest-first)")
+	limit := fs.Int("limit", 0, "most records to return, up to 1000 (0: the server's default, 100)")
+	newest := fs.Bool("newest-first", false, "list the newest change first")
+	pos, err := parseArgs(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	opts := []client.HistoryOption{client.FromRevision(from.n), client.ToRevision(to.n), client.AfterRevision(after.n), client.HistoryLimit(*limit)}
+	if *newest {
+		opts = append(opts, client.NewestFirst())
+	}
+	r, err := callOnce(cf, func(ctx context.Context, c *client.Client) (*schema.KVHistoryReply, error) {
+		return c.History(ctx, pos[0], opts...)
+	})
+	if err != nil {
+		return err
+	}
+	return cf.output(r, func(w io.Writer) {
+		for _, e := range r.Records {
+			fmt.Fprintln(w, eventText(e))
+		}
+		if r.More {
+			fmt.Fprintf(os.Stderr, "%d records shown; continue with --after %d and the same flags\n", len(r.Records), r.NextRevision)
+		}
+	})
+}
+
+func kvCompact(args []string) error {
+	fs, cf := newFlags("kv compact", "kv compact REV\n\n"+
+		"Drops the history at and below revision REV on every replica (operators: with deploy/nats/roles.conf\n"+
+		"only the replica role may). Reads at revisions below REV, history windows starting at or below it\n"+
+		"and watches resuming from below it then exit 7. Compacting to or below the floor changes nothing;\n"+
+		"a revision not yet written is refused (exit 1).")
+	pos, err := parseArgs(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	rev, err := strconv.ParseInt(pos[0], 10, 64)
+	if err != nil || rev < 1 {
+		return usagef("REV: %q is not a revision (an integer, 1 or more)", pos[0])
+	}
+	r, err := callOnce(cf, func(ctx context.Context, c *client.Client) (*schema.KVCompactReply, error) {
+		return c.Compact(ctx, rev)
+	})
+	if err != nil {
+		return err
+	}
+	return cf.output(r, func(w io.Writer) {
+		fmt.Fprintf(w, "compacted: the history starts after revision %d (current revision %d)\n", r.CompactRevision, r.Revision)
 	})
 }

@@ -80,8 +80,11 @@ func runServe(args []string) error {
 	fs.IntVar(&cfg.MaxTxnBytes, "max-txn-bytes", cfg.MaxTxnBytes, "largest transaction request")
 	fs.Int64Var(&cfg.IdempotencyEntries, "idempotency-entries", cfg.IdempotencyEntries, "replies the idempotency cache keeps (replicated)")
 	fs.Int64Var(&cfg.IdempotencyRevisions, "idempotency-revisions", cfg.IdempotencyRevisions, "revisions after which a cached reply is dropped (replicated)")
-	fs.Int64Var(&cfg.ChangesMax, "changes-max", cfg.ChangesMax, "events the change log keeps (replicated)")
-	fs.DurationVar(&cfg.ChangesMaxAge, "changes-max-age", cfg.ChangesMaxAge, "how long the change log keeps an event (replicated)")
+	fs.Int64Var(&cfg.HistoryRevisions, "history-revisions", cfg.HistoryRevisions, "revisions the key history keeps, for reads at a revision, kv.history and kv.changes (replicated)")
+	fs.DurationVar(&cfg.HistoryAge, "history-age", cfg.HistoryAge, "how long, on the lease clock, the key history keeps a revision (replicated)")
+	// The names from before the history replaced the change log.
+	fs.Int64Var(&cfg.HistoryRevisions, "changes-max", cfg.HistoryRevisions, "deprecated: --history-revisions")
+	fs.DurationVar(&cfg.HistoryAge, "changes-max-age", cfg.HistoryAge, "deprecated: --history-age")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json (one JSON object per line)")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", "", "serve /metrics (Prometheus), /healthz and /readyz on this address, e.g. 127.0.0.1:9090")

@@ -22,7 +22,7 @@ func runStatus(args []string) error {
 		return err
 	}
 	return cf.output(r, func(w io.Writer) {
-		fmt.Fprintf(w, "cluster %s: leader %s, term %d, revision %d\n\n", r.ClusterID, r.Leader, r.Term, r.Revision)
+		fmt.Fprintf(w, "cluster %s: leader %s, term %d, revision %d, history from revision %d\n\n", r.ClusterID, r.Leader, r.Term, r.Revision, r.CompactRevision)
 		if r.Conflict != "" {
 			fmt.Fprintf(w, "CONFLICT: %s\n\n", r.Conflict)
 		}

@@ -1,0 +1,534 @@
+package fsm
+
+import (
+	"math"
+
+	"github.com/google/btree"
+
+	"github.com/concord-io/concord/schema"
+)
+
+// The history: every change to a key above the floor, kept as versions,
+// and for each key changed above the floor the version it had at the
+// floor (its base). kv.changes, reads at a past revision and a key's
+// history are all served from it; nothing else keeps past states.
+//
+// A version of a put holds the record it wrote, the same *record as the
+// live tree while it is current (records are immutable), so a value is
+// stored once however many indexes point at it. A key whose only version
+// is its live record has no version here once the floor passes it: the
+// live tree answers for it at any revision from its mod_revision on.
+
+// Causes of a version, as stored; schema.Cause* on the wire.
+const (
+	causePut uint8 = iota + 1
+	causeDelete
+	causeLeaseExpired
+	causeLeaseRevoked
+)
+
+var causeNames = [...]string{causePut: schema.CausePut, causeDelete: schema.CauseDelete,
+	causeLeaseExpired: schema.CauseLeaseExpired, causeLeaseRevoked: schema.CauseLeaseRevoked}
+
+func causeOf(name string) uint8 {
+	for c, n := range causeNames {
+		if n == name && c != 0 {
+			return uint8(c)
+		}
+	}
+	return 0
+}
+
+// version is one change of one key. Immutable once in the trees.
+type version struct {
+	key   string
+	rev   int64
+	op    int32
+	cause uint8
+	// now is the lease-clock time of the command, for retention by age.
+	now int64
+	// lease is the lease a deleted key was attached to (tombstones only).
+	lease int64
+	// rec is the record a put wrote; nil for a delete.
+	rec *record
+}
+
+func (v *version) isDelete() bool { return v.rec == nil }
+
+// event renders the version as the event it was published as.
+func (v *version) event() schema.Event {
+	if v.rec == nil {
+		return deleteEvent(v.key, v.rev, int(v.op), v.lease, causeNames[v.cause])
+	}
+	r := v.rec
+	return schema.Event{
+		Type: schema.EventPut, Key: r.key, Value: r.value, Revision: v.rev, OpIndex: int(v.op),
+		CreateRevision: r.createRevision, ModRevision: r.modRevision, Version: r.version,
+		Lease: r.lease, Cause: causeNames[v.cause], ContentType: r.contentType(), Metadata: r.metadata(),
+	}
+}
+
+func lessByRev(a, b *version) bool {
+	if a.rev != b.rev {
+		return a.rev < b.rev
+	}
+	return a.op < b.op
+}
+
+func lessByKey(a, b *version) bool {
+	if a.key != b.key {
+		return a.key < b.key
+	}
+	return lessByRev(a, b)
+}
+
+// history is the retained past of the keyspace.
+type history struct {
+	// byRev holds every version above the floor, by (revision, op_index):
+	// the change log.
+	byRev *btree.BTreeG[*version]
+	// byKey holds the same versions and the bases, by (key, revision,
+	// op_index).
+	byKey *btree.BTreeG[*version]
+	// floor is the compaction floor: the changes at or below it are gone,
+	// and the keyspace can be read at any revision from it on.
+	floor int64
+}
+
+func newHistory() history {
+	return history{byRev: btree.NewG(btreeDegree, lessByRev), byKey: btree.NewG(btreeDegree, lessByKey)}
+}
+
+func (h history) clone() history {
+	return history{byRev: h.byRev.Clone(), byKey: h.byKey.Clone(), floor: h.floor}
+}
+
+// latest returns the newest version of key at or below rev, or nil.
+func (h history) latest(key string, rev int64) *version {
+	var found *version
+	h.byKey.DescendLessOrEqual(&version{key: key, rev: rev, op: math.MaxInt32}, func(v *version) bool {
+		if v.key == key {
+			found = v
+		}
+		return false
+	})
+	return found
+}
+
+// hasKey reports whether the history holds any version of key.
+func (h history) hasKey(key string) bool {
+	found := false
+	h.byKey.AscendGreaterOrEqual(&version{key: key, rev: math.MinInt64}, func(v *version) bool {
+		found = v.key == key
+		return false
+	})
+	return found
+}
+
+// recordChanges adds a command's events to the history, then compacts what
+// the retention limits no longer keep. prevs[i] is the record events[i]
+// replaced or deleted (nil when the key did not exist), as the command's
+// apply collected them in s.prevs.
+func (s *State) recordChanges(events []schema.Event, now int64) {
+	h := &s.hist
+	for i := range events {
+		e := &events[i]
+		var prev *record
+		if i < len(s.prevs) {
+			prev = s.prevs[i]
+		}
+		// The first change of a key since the floor passed it: its
+		// record until now is the version the key had at the floor.
+		if prev != nil && !h.hasKey(e.Key) {
+			h.byKey.ReplaceOrInsert(&version{key: prev.key, rev: prev.modRevision, cause: causePut, rec: prev})
+		}
+		v := &version{key: e.Key, rev: e.Revision, op: int32(e.OpIndex), cause: causeOf(e.Cause), now: now}
+		if e.Type == schema.EventDelete {
+			v.lease = e.Lease
+		} else if r := s.getRecord(e.Key); r != nil && r.modRevision == e.Revision && r.version == e.Version {
+			v.rec = r
+		} else {
+			// A later operation of the same transaction changed the key
+			// again: this version is no longer live.
+			v.rec = &record{key: e.Key, value: e.Value, createRevision: e.CreateRevision, modRevision: e.ModRevision, version: e.Version, lease: e.Lease,
+				extra: newExtra(e.ContentType, e.Metadata)}
+		}
+		h.byRev.ReplaceOrInsert(v)
+		h.byKey.ReplaceOrInsert(v)
+	}
+	s.retain(now)
+}
+
+// retain raises the floor so that the history keeps the last
+// HistoryRevisions revisions and none older than HistoryAgeMS, whichever
+// keeps less. A pure function of the state and the command's time, so
+// every replica compacts at the same point of the log.
+func (s *State) retain(now int64) {
+	h := &s.hist
+	if floor := s.revision - s.limits.HistoryRevisions; floor > h.floor {
+		s.compactTo(floor)
+	}
+	for s.limits.HistoryAgeMS > 0 {
+		oldest, ok := h.byRev.Min()
+		if !ok || oldest.now >= now-s.limits.HistoryAgeMS {
+			return
+		}
+		s.compactTo(oldest.rev)
+	}
+}
+
+// compactTo raises the floor to rev (never lowers it). Each change at or
+// below it leaves the change log; in the key index the version it replaced
+// goes, and so does the change itself unless a later change of its key
+// still needs it as the key's base: a delete is never a base (the key did
+// not exist), and a put that is still current is answered by the live tree.
+func (s *State) compactTo(rev int64) {
+	h := &s.hist
+	if rev <= h.floor {
+		return
+	}
+	for {
+		v, ok := h.byRev.Min()
+		if !ok || v.rev > rev {
+			break
+		}
+		h.byRev.DeleteMin()
+		if prev := h.previous(v); prev != nil {
+			h.byKey.Delete(prev)
+		}
+		if v.isDelete() || h.next(v) == nil {
+			h.byKey.Delete(v)
+		}
+	}
+	h.floor = rev
+}
+
+// previous returns the version of v's key just before v, or nil.
+func (h history) previous(v *version) *version {
+	var found *version
+	h.byKey.DescendLessOrEqual(v, func(p *version) bool {
+		if p == v {
+			return true
+		}
+		if p.key == v.key {
+			found = p
+		}
+		return false
+	})
+	return found
+}
+
+// next returns the version of v's key just after v, or nil.
+func (h history) next(v *version) *version {
+	var found *version
+	h.byKey.AscendGreaterOrEqual(v, func(n *version) bool {
+		if n == v {
+			return true
+		}
+		if n.key == v.key {
+			found = n
+		}
+		return false
+	})
+	return found
+}
+
+// ChangesQuery reads the change log.
+type ChangesQuery struct {
+	Key      string
+	IsPrefix bool
+	// IsRange reads the changes of [Key, RangeEnd), RangeEnd "" meaning
+	// to the end of the keyspace.
+	IsRange  bool
+	RangeEnd string
+	// AfterRevision and AfterOpIndex: events strictly after this position.
+	// AfterOpIndex -1 means after the whole revision.
+	AfterRevision int64
+	AfterOpIndex  int
+	Limit         int
+	// MaxBytes bounds the approximate size of the events returned.
+	MaxBytes int
+}
+
+// maxChangesScan bounds how many log entries one read looks at, so a
+// narrow filter over a long log cannot stall the leader.
+const maxChangesScan = 100_000
+
+// Changes returns matching events after the position, in order. When the
+// position is below the compaction floor the events in between are gone
+// and it fails with ErrCompacted. The reply's next position is where the
+// scan stopped, which may be past the last event returned when it skipped
+// events that did not match; at the end of the log it is the current
+// revision, so a client that polls from there misses nothing.
+func (s *State) Changes(q ChangesQuery) (*schema.KVChangesReply, error) {
+	floor := s.hist.floor
+	if q.AfterRevision < floor || (q.AfterRevision == floor && q.AfterOpIndex >= 0 && floor > 0) {
+		return nil, errf(ErrCompacted, "revisions up to %d are compacted; read again from %d", floor, floor)
+	}
+	reply := &schema.KVChangesReply{Events: []schema.Event{}, CompactRevision: floor}
+	start := &version{rev: q.AfterRevision + 1}
+	if q.AfterOpIndex >= 0 {
+		start = &version{rev: q.AfterRevision, op: int32(q.AfterOpIndex + 1)}
+	}
+	posRev, posOp := q.AfterRevision, q.AfterOpIndex
+	scanned, size := 0, 0
+	sp := spanOf(q.Key, q.IsPrefix, q.IsRange, q.RangeEnd)
+	s.hist.byRev.AscendGreaterOrEqual(start, func(v *version) bool {
+		if sp.contains(v.key) {
+			n := len(v.key) + recordOverhead
+			if v.rec != nil {
+				n += len(v.rec.value)
+			}
+			if len(reply.Events) >= q.Limit || (q.MaxBytes > 0 && len(reply.Events) > 0 && size+n > q.MaxBytes) {
+				reply.More = true
+				return false
+			}
+			size += n
+			reply.Events = append(reply.Events, v.event())
+		}
+		posRev, posOp = v.rev, int(v.op)
+		if scanned++; scanned >= maxChangesScan {
+			reply.More = true
+			return false
+		}
+		return true
+	})
+	switch {
+	case !reply.More:
+		posRev, posOp = max(posRev, s.revision), -1
+	case !s.revisionHasMore(posRev, posOp):
+		posOp = -1
+	}
+	reply.NextRevision, reply.NextOpIndex = posRev, posOp
+	return reply, nil
+}
+
+// revisionHasMore reports whether the log holds an event of rev after opIndex.
+func (s *State) revisionHasMore(rev int64, opIndex int) bool {
+	if opIndex < 0 {
+		return false
+	}
+	more := false
+	s.hist.byRev.AscendGreaterOrEqual(&version{rev: rev, op: int32(opIndex + 1)}, func(v *version) bool {
+		more = v.rev == rev
+		return false
+	})
+	return more
+}
+
+// HistoryChanges is the number of changes the history holds above its
+// floor.
+func (s *State) HistoryChanges() int { return s.hist.byRev.Len() }
+
+// CompactRevision is the history's floor: the changes at or below it are
+// gone, and the keyspace can be read at any revision from it on.
+func (s *State) CompactRevision() int64 { return s.hist.floor }
+
+// recordAt returns key's record as it stood right after revision rev
+// committed, or nil when the key did not exist then. rev must not be below
+// the floor.
+func (s *State) recordAt(key string, rev int64) *record {
+	if r := s.getRecord(key); r != nil && r.modRevision <= rev {
+		// No change of the key since rev: the live record answers.
+		return r
+	}
+	if v := s.hist.latest(key, rev); v != nil {
+		return v.rec
+	}
+	return nil
+}
+
+// checkReadRevision refuses a read at a revision the history cannot answer.
+func (s *State) checkReadRevision(rev int64) error {
+	switch {
+	case rev < s.hist.floor:
+		return errf(ErrCompacted, "revision %d is compacted; the oldest readable revision is %d", rev, s.hist.floor)
+	case rev > s.revision:
+		return errf(ErrFutureRevision, "revision %d is in the future; the current revision is %d", rev, s.revision)
+	}
+	return nil
+}
+
+// ascendAt calls f, in key order, with every key in [start, end) (end ""
+// means no end) as it stood at revision rev, until f returns false: the
+// live keys that have not changed since, and the versions the history
+// holds of the others. It reads the two trees side by side, a page at a
+// time so neither callback runs inside the other, and looks nothing up
+// twice: a read of many keys costs one pass over each tree.
+func (s *State) ascendAt(start, end string, rev int64, f func(r *record) bool) {
+	inRange := func(k string) bool { return end == "" || k < end }
+	// histKey is one key of the history: its newest version at or below
+	// rev, nil when it has none there.
+	type histKey struct {
+		key string
+		at  *version
+	}
+	const page = 256
+	liveFrom := &record{key: start}
+	histFrom := &version{key: start, rev: math.MinInt64}
+	live := make([]*record, 0, page)
+	hist := make([]histKey, 0, page)
+	li, hi := 0, 0 // the next unread of each page
+	liveDone, histDone := false, false
+	for {
+		if li == len(live) && !liveDone {
+			live, li = live[:0], 0
+			s.kv.AscendGreaterOrEqual(liveFrom, func(r *record) bool {
+				if !inRange(r.key) {
+					liveDone = true
+					return false
+				}
+				live = append(live, r)
+				return len(live) < page
+			})
+			if len(live) < page {
+				liveDone = true
+			}
+			if len(live) > 0 {
+				liveFrom = &record{key: live[len(live)-1].key + "\x00"}
+			}
+		}
+		if hi == len(hist) && !histDone {
+			hist, hi = hist[:0], 0
+			s.hist.byKey.AscendGreaterOrEqual(histFrom, func(v *version) bool {
+				if !inRange(v.key) {
+					histDone = true
+					return false
+				}
+				if len(hist) == 0 || hist[len(hist)-1].key != v.key {
+					if len(hist) == page {
+						return false
+					}
+					hist = append(hist, histKey{key: v.key})
+				}
+				if v.rev <= rev {
+					hist[len(hist)-1].at = v
+				}
+				return true
+			})
+			if len(hist) < page {
+				histDone = true
+			}
+			if len(hist) > 0 {
+				histFrom = &version{key: hist[len(hist)-1].key + "\x00", rev: math.MinInt64}
+			}
+		}
+		var r *record
+		switch {
+		case li == len(live) && hi == len(hist):
+			return
+		case hi == len(hist) || (li < len(live) && live[li].key < hist[hi].key):
+			// Live, with no version in the history: it has not changed
+			// since the floor, or came after rev.
+			if live[li].modRevision <= rev {
+				r = live[li]
+			}
+			li++
+		default:
+			h := hist[hi]
+			hi++
+			if li < len(live) && live[li].key == h.key {
+				if live[li].modRevision <= rev {
+					r = live[li]
+				}
+				li++
+			}
+			if r == nil && h.at != nil {
+				r = h.at.rec // nil for a delete
+			}
+		}
+		if r != nil && !f(r) {
+			return
+		}
+	}
+}
+
+// HistoryQuery reads the versions of one key.
+type HistoryQuery struct {
+	Key string
+	// From and To bound the window, both included; 0 means from the
+	// floor, and to the present.
+	From, To int64
+	// After continues a listing: versions after this revision (before
+	// it, when NewestFirst); 0 means from the window's start.
+	After       int64
+	NewestFirst bool
+	Limit       int
+	// MaxBytes bounds the approximate size of the records returned; at
+	// least one revision's records are returned whatever their size.
+	MaxBytes int
+}
+
+// History returns the changes of one key in a window, as their events
+// carried them. A window that starts at or below the floor fails with
+// ErrCompacted (those changes are gone); one that ends above the present,
+// with ErrFutureRevision. A page never splits one revision's changes.
+func (s *State) History(q HistoryQuery) (*schema.KVHistoryReply, error) {
+	h := s.hist
+	if q.From != 0 && q.From <= h.floor {
+		return nil, errf(ErrCompacted, "revisions up to %d are compacted; the history starts after %d", h.floor, h.floor)
+	}
+	if q.To > s.revision {
+		return nil, errf(ErrFutureRevision, "to_revision %d is in the future; the current revision is %d", q.To, s.revision)
+	}
+	// A listing continued past records that were compacted since its
+	// last page must say so, or the reader would skip them unknowing.
+	if q.After != 0 && ((!q.NewestFirst && q.After < h.floor) || (q.NewestFirst && q.After-1 <= h.floor && q.After-1 >= max(q.From, 1))) {
+		return nil, errf(ErrCompacted, "revisions up to %d are compacted; the history continued after %d is gone in part", h.floor, q.After)
+	}
+	lo, hi := max(q.From, h.floor+1), s.revision
+	if q.To != 0 {
+		hi = q.To
+	}
+	if q.After != 0 {
+		if q.NewestFirst {
+			hi = min(hi, q.After-1)
+		} else {
+			lo = max(lo, q.After+1)
+		}
+	}
+	reply := &schema.KVHistoryReply{Key: q.Key, Records: []schema.Event{}, Revision: s.revision, CompactRevision: h.floor}
+	size := 0
+	add := func(v *version) bool {
+		if v.rev < lo || v.rev > hi {
+			return true
+		}
+		n := len(v.key) + recordOverhead
+		if v.rec != nil {
+			n += len(v.rec.value)
+		}
+		full := len(reply.Records) >= q.Limit || (q.MaxBytes > 0 && len(reply.Records) > 0 && size+n > q.MaxBytes)
+		if full && v.rev != reply.NextRevision {
+			reply.More = true
+			return false
+		}
+		size += n
+		reply.Records = append(reply.Records, v.event())
+		reply.NextRevision = v.rev
+		return true
+	}
+	if q.NewestFirst {
+		h.byKey.DescendRange(&version{key: q.Key, rev: hi, op: math.MaxInt32}, &version{key: q.Key, rev: lo - 1, op: math.MaxInt32}, add)
+	} else {
+		h.byKey.AscendRange(&version{key: q.Key, rev: lo, op: math.MinInt32}, &version{key: q.Key, rev: hi + 1, op: math.MinInt32}, add)
+	}
+	if !reply.More {
+		reply.NextRevision = 0
+	}
+	return reply, nil
+}
+
+// Compact raises the history's floor to a revision: the changes at and
+// below it are gone, and reads at revisions below it fail. Compacting
+// to or below the floor changes nothing.
+type Compact struct {
+	Revision int64
+}
+
+func (s *State) compact(_ int64, c *Compact) (any, error) {
+	if c.Revision > s.revision {
+		return nil, errf(ErrFutureRevision, "revision %d is in the future; the current revision is %d", c.Revision, s.revision)
+	}
+	s.compactTo(c.Revision)
+	return &schema.KVCompactReply{Revision: s.revision, CompactRevision: s.hist.floor}, nil
+}

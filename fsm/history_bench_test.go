@@ -1,0 +1,55 @@
+package fsm
+
+import (
+	"fmt"
+	"testing"
+)
+
+// historyBenchState holds 100,000 keys under "k." written once, then 20,000
+// overwrites spread over the first 20,000 of them: a read 10,000 revisions
+// back sees many keys whose versions live in the history, not the live tree.
+func historyBenchState(b *testing.B) *State {
+	b.Helper()
+	s := New()
+	mustApply(b, s, t0, benchLimits)
+	for i := 0; i < 100_000; i++ {
+		mustApply(b, s, t0, &Put{Key: fmt.Sprintf("k.%06d", i), Value: val(`{"v":"` + fmt.Sprint(i) + `"}`)})
+	}
+	for i := 0; i < 20_000; i++ {
+		mustApply(b, s, t0, &Put{Key: fmt.Sprintf("k.%06d", i), Value: val(`{"w":` + fmt.Sprint(i) + `}`)})
+	}
+	return s
+}
+
+// BenchmarkGetAt compares a read at the present with the same read 10,000
+// revisions back: one key, and a 1,000-key page of a prefix, the page
+// starting where the overwritten keys are. The issue's bar: within 2x.
+func BenchmarkGetAt(b *testing.B) {
+	s := historyBenchState(b)
+	past := s.Revision() - 10_000
+	for _, c := range []struct {
+		name string
+		q    GetQuery
+	}{
+		{"key", GetQuery{Key: "k.005000"}},
+		// A page of 1,000 from a prefix of 100,000 (the reply counts them
+		// all), and a whole prefix of 1,000 keys.
+		{"page1000of100k", GetQuery{Key: "k.", IsPrefix: true, After: "k.004999", Limit: 1000}},
+		{"prefix1000", GetQuery{Key: "k.005", IsPrefix: true, Limit: 1000}},
+	} {
+		for _, at := range []struct {
+			name string
+			rev  int64
+		}{{"present", 0}, {"past10k", past}} {
+			b.Run(c.name+"/"+at.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
+					r, err := s.GetAt(c.q, at.rev, s.Now())
+					if err != nil || len(r.KVs) == 0 {
+						b.Fatalf("read: %d records, %v", len(r.KVs), err)
+					}
+				}
+			})
+		}
+	}
+}

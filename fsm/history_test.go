@@ -1,0 +1,428 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/concord-io/concord/schema"
+)
+
+// pastKVs is a record as a read at a past revision returns it: no
+// remaining time.
+func pastKVs(kvs []schema.KeyValue) []schema.KeyValue {
+	out := make([]schema.KeyValue, len(kvs))
+	for i, kv := range kvs {
+		kv.RemainingMS = nil
+		out[i] = kv
+	}
+	return out
+}
+
+// readAllAt reads every key at rev, page by page of three, as a client
+// continuing a listing with after would.
+func readAllAt(t testing.TB, s *State, prefix string, rev int64) []schema.KeyValue {
+	t.Helper()
+	out := []schema.KeyValue{}
+	q := GetQuery{Key: prefix, IsPrefix: true, Limit: 3}
+	for {
+		r, err := s.GetAt(q, rev, s.Now())
+		if err != nil {
+			t.Fatalf("read %q at %d: %v", prefix, rev, err)
+		}
+		if r.Revision != rev {
+			t.Fatalf("read at %d answered for revision %d", rev, r.Revision)
+		}
+		out = append(out, r.KVs...)
+		if !r.More {
+			return out
+		}
+		q.After = r.KVs[len(r.KVs)-1].Key
+	}
+}
+
+// The history against a model: after every command of a random log, with
+// retention small enough that the floor moves all the time, a read at any
+// revision from the floor to the present (every key, a prefix, one key,
+// paged) gives exactly what a read at the present gave when that revision
+// was current; below the floor it is compacted, above the present refused.
+// A snapshot restored mid-way answers the same and writes the same bytes.
+func TestHistoryReadsMatchTheirTime(t *testing.T) {
+	for seed := int64(1); seed <= 4; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			g := newCmdGen(seed)
+			s := New()
+			mustApply(t, s, g.now, &Limits{MaxLeases: 50, MaxKeysPerLease: 50, HistoryRevisions: 25, HistoryAgeMS: 60_000})
+			// past[rev] is every key as a present read saw it at rev.
+			past := map[int64][]schema.KeyValue{s.Revision(): pastKVs(getAll(s, s.Now()))}
+			// The model follows the events, revision by revision; an
+			// expiry of several leases makes several revisions at once.
+			model := map[string]schema.KeyValue{}
+			var events []schema.Event
+			for i := 0; i < 600; i++ {
+				var res Result
+				if i%50 == 49 {
+					// An operator compacts half of what retention keeps.
+					target := s.CompactRevision() + (s.Revision()-s.CompactRevision())/2
+					res = mustApply(t, s, g.now, &Compact{Revision: target})
+					eq(t, "compacted to", res.Reply.(*schema.KVCompactReply).CompactRevision, max(target, s.CompactRevision()))
+				} else {
+					res = s.Apply(g.next(s))
+				}
+				events = append(events, res.Events...)
+				for j, e := range res.Events {
+					if e.Type == schema.EventPut {
+						model[e.Key] = schema.KeyValue{Key: e.Key, Value: e.Value, CreateRevision: e.CreateRevision, ModRevision: e.ModRevision, Version: e.Version, Lease: e.Lease,
+							ContentType: e.ContentType, Metadata: e.Metadata}
+					} else {
+						delete(model, e.Key)
+					}
+					if j == len(res.Events)-1 || res.Events[j+1].Revision != e.Revision {
+						past[e.Revision] = sortedKVs(model)
+					}
+				}
+				eq(t, fmt.Sprintf("step %d: the model at the present", i), past[s.Revision()], pastKVs(getAll(s, s.Now())))
+				floor := s.CompactRevision()
+				if floor > s.Revision() {
+					t.Fatalf("floor %d above the revision %d", floor, s.Revision())
+				}
+				// Revision 0 asks for the present; the first readable
+				// revision is 1.
+				for rev := max(floor, 1); rev <= s.Revision(); rev++ {
+					want, ok := past[rev]
+					if !ok {
+						t.Fatalf("no model state at revision %d (floor %d, now %d)", rev, floor, s.Revision())
+					}
+					if i%20 == 0 || rev >= s.Revision()-2 {
+						eq(t, fmt.Sprintf("step %d: all keys at %d", i, rev), readAllAt(t, s, "", rev), want)
+					}
+					for _, k := range []string{"a", "svc.b", "x-1.a.na"} {
+						r, err := s.GetAt(GetQuery{Key: k}, rev, s.Now())
+						if err != nil {
+							t.Fatal(err)
+						}
+						var w []schema.KeyValue
+						for _, kv := range want {
+							if kv.Key == k {
+								w = append(w, kv)
+							}
+						}
+						eq(t, fmt.Sprintf("step %d: %s at %d", i, k, rev), r.KVs, append([]schema.KeyValue{}, w...))
+					}
+				}
+				if floor > 1 {
+					if _, err := s.GetAt(GetQuery{Key: "a"}, floor-1, s.Now()); !errors.Is(err, ErrCompacted) {
+						t.Fatalf("read below the floor %d: %v", floor, err)
+					}
+				}
+				if _, err := s.GetAt(GetQuery{Key: "a"}, s.Revision()+1, s.Now()); !errors.Is(err, ErrFutureRevision) {
+					t.Fatalf("read above the revision: %v", err)
+				}
+				for _, k := range []string{"a", "svc.b", "x-1.a.na"} {
+					var want []schema.Event
+					for _, e := range events {
+						if e.Key == k && e.Revision > floor {
+							want = append(want, e)
+						}
+					}
+					eq(t, fmt.Sprintf("step %d: history of %s", i, k), readHistory(t, s, HistoryQuery{Key: k}), want)
+					slices.Reverse(want)
+					eq(t, fmt.Sprintf("step %d: history of %s, newest first", i, k), readHistory(t, s, HistoryQuery{Key: k, NewestFirst: true}), want)
+				}
+				if i%100 == 99 {
+					data := snap(t, s)
+					r := restored(t, data)
+					if !bytes.Equal(snap(t, r), data) {
+						t.Fatal("a restored snapshot writes other bytes")
+					}
+					eq(t, "restored: all keys at the floor", readAllAt(t, r, "", max(floor, 1)), past[max(floor, 1)])
+					s = r
+				}
+				if err := checkHistory(s); err != nil {
+					t.Fatalf("step %d: %v", i, err)
+				}
+			}
+		})
+	}
+}
+
+// checkHistory checks the history's own invariants: the change log is
+// exactly the versions above the floor; at or below the floor the key
+// index keeps only puts that a later version of their key needs; a key
+// whose only version would be its live record keeps none.
+func checkHistory(s *State) error {
+	h := s.hist
+	above := 0
+	var prev *version
+	var err error
+	h.byKey.Ascend(func(v *version) bool {
+		if v.rev > h.floor {
+			above++
+			if _, ok := h.byRev.Get(v); !ok {
+				err = fmt.Errorf("version %s@%d/%d above the floor is not in the change log", v.key, v.rev, v.op)
+			}
+		} else {
+			if v.isDelete() {
+				err = fmt.Errorf("tombstone %s@%d at or below the floor %d", v.key, v.rev, h.floor)
+			}
+			if n := h.next(v); n == nil {
+				err = fmt.Errorf("version %s@%d at or below the floor has no later version", v.key, v.rev)
+			}
+			if prev != nil && prev.key == v.key && prev.rev <= h.floor {
+				err = fmt.Errorf("two versions of %s at or below the floor", v.key)
+			}
+		}
+		prev = v
+		return err == nil
+	})
+	if err == nil && above != h.byRev.Len() {
+		err = fmt.Errorf("the change log holds %d versions, the key index %d above the floor", h.byRev.Len(), above)
+	}
+	return err
+}
+
+// A transaction that writes one key twice keeps both versions; the later
+// one shares the live record.
+func TestHistoryTxnWritesAKeyTwice(t *testing.T) {
+	s := New()
+	mustApply(t, s, t0, &Put{Key: "k", Value: val(`1`)})
+	mustApply(t, s, t0, &Txn{Success: []TxnOp{{Put: &Put{Key: "k", Value: val(`2`)}}, {Put: &Put{Key: "k", Value: val(`3`)}}}})
+	eq(t, "revision", s.Revision(), int64(2))
+	first := s.hist.latest("k", 1)
+	if first == nil || string(first.rec.value) != `1` {
+		t.Fatalf("version at 1: %+v", first)
+	}
+	last := s.hist.latest("k", 2)
+	if last == nil || last.op != 1 || last.rec != s.getRecord("k") {
+		t.Fatalf("the latest version is not the live record: %+v", last)
+	}
+	r, err := s.GetAt(GetQuery{Key: "k"}, 1, s.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "k at 1", string(r.KVs[0].Value), `1`)
+}
+
+// Once the floor passes a key written once, the history holds nothing of
+// it: the live record answers, so a million keys written once cost the
+// history nothing.
+func TestHistoryKeepsNothingOfUnchangedKeys(t *testing.T) {
+	s := New()
+	mustApply(t, s, t0, &Limits{MaxLeases: 10, MaxKeysPerLease: 10, HistoryRevisions: 5, HistoryAgeMS: 60_000})
+	for i := 0; i < 100; i++ {
+		mustApply(t, s, t0, &Put{Key: fmt.Sprintf("k%03d", i), Value: val(`1`)})
+	}
+	eq(t, "change log", s.hist.byRev.Len(), 5)
+	eq(t, "key index", s.hist.byKey.Len(), 5)
+	r, err := s.GetAt(GetQuery{Key: "k000"}, s.CompactRevision(), s.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "an old key at the floor", len(r.KVs), 1)
+}
+
+func sortedKVs(m map[string]schema.KeyValue) []schema.KeyValue {
+	out := make([]schema.KeyValue, 0, len(m))
+	for _, kv := range m {
+		out = append(out, kv)
+	}
+	slices.SortFunc(out, func(a, b schema.KeyValue) int { return strings.Compare(a.Key, b.Key) })
+	return out
+}
+
+// readHistory reads a key's whole history page by page of two records.
+func readHistory(t testing.TB, s *State, q HistoryQuery) []schema.Event {
+	t.Helper()
+	var out []schema.Event
+	q.Limit = 2
+	for {
+		r, err := s.History(q)
+		if err != nil {
+			t.Fatalf("history of %q: %v", q.Key, err)
+		}
+		out = append(out, r.Records...)
+		if !r.More {
+			return out
+		}
+		q.After = r.NextRevision
+	}
+}
+
+// A key's history in a window, both ends included, oldest or newest
+// first; a page never splits a revision; windows the history cannot answer
+// are refused.
+func TestHistoryWindow(t *testing.T) {
+	s := New()
+	for i := 1; i <= 5; i++ {
+		mustApply(t, s, t0, &Put{Key: "k", Value: val(fmt.Sprint(i))}) // revisions 1..5
+	}
+	mustApply(t, s, t0, &Delete{Key: "k"})                                                                                      // 6
+	mustApply(t, s, t0, &Put{Key: "other", Value: val(`0`)})                                                                    // 7
+	mustApply(t, s, t0, &Txn{Success: []TxnOp{{Put: &Put{Key: "k", Value: val(`7`)}}, {Put: &Put{Key: "k", Value: val(`8`)}}}}) // 8
+	revs := func(evs []schema.Event) (out []string) {
+		for _, e := range evs {
+			out = append(out, fmt.Sprintf("%s@%d/%d v%d", e.Type, e.Revision, e.OpIndex, e.Version))
+		}
+		return out
+	}
+	r, err := s.History(HistoryQuery{Key: "k", From: 2, To: 6, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "2..6", revs(r.Records), []string{"put@2/0 v2", "put@3/0 v3", "put@4/0 v4", "put@5/0 v5", "delete@6/0 v0"})
+	eq(t, "the delete's cause", r.Records[4].Cause, schema.CauseDelete)
+	r, _ = s.History(HistoryQuery{Key: "k", From: 5, Limit: 100, NewestFirst: true})
+	eq(t, "5.., newest first", revs(r.Records), []string{"put@8/1 v2", "put@8/0 v1", "delete@6/0 v0", "put@5/0 v5"})
+	// Limit 1 still returns both changes of revision 8.
+	r, _ = s.History(HistoryQuery{Key: "k", From: 7, Limit: 1})
+	eq(t, "one revision whole", revs(r.Records), []string{"put@8/0 v1", "put@8/1 v2"})
+	eq(t, "no more", r.More, false)
+	r, _ = s.History(HistoryQuery{Key: "k", Limit: 2})
+	eq(t, "first page", [3]any{revs(r.Records), r.More, r.NextRevision}, [3]any{[]string{"put@1/0 v1", "put@2/0 v2"}, true, int64(2)})
+	r, _ = s.History(HistoryQuery{Key: "nothing", Limit: 2})
+	eq(t, "a key never written", len(r.Records), 0)
+
+	mustApply(t, s, t0, &Compact{Revision: 3})
+	if _, err := s.History(HistoryQuery{Key: "k", From: 3, Limit: 10}); !errors.Is(err, ErrCompacted) {
+		t.Fatalf("a window starting at the floor: %v", err)
+	}
+	if _, err := s.History(HistoryQuery{Key: "k", To: 9, Limit: 10}); !errors.Is(err, ErrFutureRevision) {
+		t.Fatalf("a window ending in the future: %v", err)
+	}
+	r, _ = s.History(HistoryQuery{Key: "k", Limit: 100})
+	eq(t, "from the floor", revs(r.Records), []string{"put@4/0 v4", "put@5/0 v5", "delete@6/0 v0", "put@8/0 v1", "put@8/1 v2"})
+	// A listing continued from before the floor: its next records are gone.
+	if _, err := s.History(HistoryQuery{Key: "k", After: 2, Limit: 10}); !errors.Is(err, ErrCompacted) {
+		t.Fatalf("continued from below the floor: %v", err)
+	}
+	r, err = s.History(HistoryQuery{Key: "k", After: 3, Limit: 10})
+	if err != nil || len(r.Records) != 5 {
+		t.Fatalf("continued from the floor: %v, %v", r, err)
+	}
+	if _, err := s.History(HistoryQuery{Key: "k", After: 4, NewestFirst: true, Limit: 10}); !errors.Is(err, ErrCompacted) {
+		t.Fatalf("newest first, continued down to the floor: %v", err)
+	}
+	eq(t, "the floor", r.CompactRevision, int64(3))
+}
+
+// Compaction is idempotent and never goes back; compacting the future is
+// refused and changes nothing.
+func TestCompact(t *testing.T) {
+	s := New()
+	for i := 1; i <= 4; i++ {
+		mustApply(t, s, t0, &Put{Key: fmt.Sprintf("k%d", i%2), Value: val(fmt.Sprint(i))})
+	}
+	r := mustApply(t, s, t0, &Compact{Revision: 2})
+	eq(t, "reply", *r.Reply.(*schema.KVCompactReply), schema.KVCompactReply{Revision: 4, CompactRevision: 2})
+	eq(t, "no events", len(r.Events), 0)
+	r = mustApply(t, s, t0, &Compact{Revision: 1})
+	eq(t, "lower: no-op", *r.Reply.(*schema.KVCompactReply), schema.KVCompactReply{Revision: 4, CompactRevision: 2})
+	before := snap(t, s)
+	mustFail(t, s, &Compact{Revision: 5}, ErrFutureRevision)
+	eq(t, "refused: unchanged", string(snap(t, s)), string(before))
+	got, err := s.GetAt(GetQuery{Key: "k", IsPrefix: true, Limit: 10}, 2, s.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "read at the floor", keysOf(got.KVs), []string{"k0", "k1"})
+	if _, err := s.GetAt(GetQuery{Key: "k1"}, 1, s.Now()); !errors.Is(err, ErrCompacted) {
+		t.Fatalf("read below the floor: %v", err)
+	}
+	mustApply(t, s, t0, &Compact{Revision: 4})
+	eq(t, "everything compacted", [2]int{s.hist.byRev.Len(), s.hist.byKey.Len()}, [2]int{0, 0})
+}
+
+// Ranges are byte-wise and half-open: [start, end), no end meaning the end
+// of the keyspace; a prefix is the range it spans. Reads (now and at a
+// revision), deletes and the change log agree on what a range holds.
+func TestRanges(t *testing.T) {
+	s := New()
+	keys := []string{"a", "a.b", "b", "svc", "svc.a", "svc.z", "svcx.a", "z", "z.z"}
+	for _, k := range keys {
+		mustApply(t, s, t0, &Put{Key: k, Value: val(`1`)})
+	}
+	rev := s.Revision()
+	for _, c := range []struct {
+		start, end string
+		want       []string
+	}{
+		{"a.b", "svc.a", []string{"a.b", "b", "svc"}},
+		{"svc", "svcx", []string{"svc", "svc.a", "svc.z"}},
+		{"svc.", "svc/", []string{"svc.a", "svc.z"}}, // the token-aware spelling of prefix svc.
+		{"svcx", "", []string{"svcx.a", "z", "z.z"}},
+		{"", "b", []string{"a", "a.b"}},
+		{"", "", keys},
+		{"c", "d", []string{}},
+	} {
+		q := GetQuery{Key: c.start, IsRange: true, RangeEnd: c.end, Limit: 100}
+		eq(t, fmt.Sprintf("[%q, %q) now", c.start, c.end), keysOf(s.Get(q, s.Now()).KVs), c.want)
+		r, err := s.GetAt(q, rev, s.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		eq(t, fmt.Sprintf("[%q, %q) at %d", c.start, c.end, rev), keysOf(r.KVs), c.want)
+		q.Limit, q.After = 1, c.start
+		if len(c.want) > 1 {
+			q.After = c.want[0]
+			eq(t, fmt.Sprintf("[%q, %q) after %q", c.start, c.end, c.want[0]), keysOf(s.Get(q, s.Now()).KVs), c.want[1:2])
+		}
+		ch, err := s.Changes(ChangesQuery{Key: c.start, IsRange: true, RangeEnd: c.end, AfterOpIndex: -1, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		changed := []string{}
+		for _, e := range ch.Events {
+			changed = append(changed, e.Key)
+		}
+		eq(t, fmt.Sprintf("[%q, %q) changes", c.start, c.end), changed, c.want)
+	}
+	r := mustApply(t, s, t0, &Delete{Key: "a.b", IsRange: true, RangeEnd: "svc.a", PrevKV: true})
+	eq(t, "deleted", keysOf(r.Reply.(*schema.KVDeleteReply).PrevKVs), []string{"a.b", "b", "svc"})
+	eq(t, "left", keysOf(getAll(s, s.Now())), []string{"a", "svc.a", "svc.z", "svcx.a", "z", "z.z"})
+	mustApply(t, s, t0, &Delete{Key: "svcx", IsRange: true})
+	eq(t, "left after a range to the end", keysOf(getAll(s, s.Now())), []string{"a", "svc.a", "svc.z"})
+	old, err := s.GetAt(GetQuery{Key: "", IsRange: true, Limit: 100}, rev, s.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "everything, as it was", keysOf(old.KVs), keys)
+}
+
+// A put's content type and metadata are stored and returned unchanged, in
+// reads now and at a revision, history and events; a put without them
+// clears them, since a put replaces the record.
+func TestPutContentTypeAndMetadata(t *testing.T) {
+	s := New()
+	r := mustApply(t, s, t0, &Put{Key: "cfg", Value: val(`{"v":1}`), ContentType: "application/json", Metadata: val(`{"owner":"ops"}`)})
+	eq(t, "event", [2]any{r.Events[0].ContentType, string(r.Events[0].Metadata)}, [2]any{"application/json", `{"owner":"ops"}`})
+	kv := getKey(t, s, "cfg")
+	eq(t, "read", [2]any{kv.ContentType, string(kv.Metadata)}, [2]any{"application/json", `{"owner":"ops"}`})
+	mustApply(t, s, t0, &Put{Key: "cfg", Value: val(`{"v":2}`)})
+	kv = getKey(t, s, "cfg")
+	eq(t, "cleared by a plain put", [2]any{kv.ContentType, len(kv.Metadata)}, [2]any{"", 0})
+	old, err := s.GetAt(GetQuery{Key: "cfg"}, 1, s.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "at revision 1", [2]any{old.KVs[0].ContentType, string(old.KVs[0].Metadata)}, [2]any{"application/json", `{"owner":"ops"}`})
+	mustApply(t, s, t0, &Put{Key: "cfg", Value: val(`3`), ContentType: "text/plain"})
+	keysOnly := s.Get(GetQuery{Key: "cfg", KeysOnly: true}, s.Now())
+	eq(t, "keys only leaves them out with the value", [2]any{keysOnly.KVs[0].ContentType, len(keysOnly.KVs[0].Value)}, [2]any{"", 0})
+	h, err := s.History(HistoryQuery{Key: "cfg", Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cts []string
+	for _, e := range h.Records {
+		cts = append(cts, e.ContentType+"|"+string(e.Metadata))
+	}
+	eq(t, "history", cts, []string{`application/json|{"owner":"ops"}`, "|", "text/plain|"})
+	data := snap(t, s)
+	if !bytes.Equal(snap(t, restored(t, data)), data) {
+		t.Fatal("snapshot round trip")
+	}
+	eq(t, "restored", getKey(t, restored(t, data), "cfg").ContentType, "text/plain")
+}
