@@ -1,0 +1,4 @@
+package client
+
+// RangeTokens exposes rangeTokens to the external tests.
+var RangeTokens = rangeTokens
