@@ -2,7 +2,8 @@
 // retries that are safe (every mutating call but a keep-alive carries an
 // idempotency key; renewing twice is harmless),
 // sessions that know when they are safe, locks with fencing tokens,
-// elections, and a watch that misses no event.
+// elections, and a watch (of a key, a prefix or a range) that misses no
+// event.
 //
 // Connect with a NATS URL, an existing connection, or the user's nats
 // context:
@@ -17,6 +18,9 @@
 //	_, err = c.PutKey(ctx, "app.x", json.RawMessage(`{"replicas":3}`), client.WithLease(s.Lease()))
 //	_, err = c.DeleteKey(ctx, "app.x")
 //	page, err := c.GetPrefix(ctx, "app.")            // and DeletePrefix
+//	page, err = c.GetRange(ctx, "app.", "app/")      // [app., app/), byte-wise; and DeleteRange
+//	_, err = c.PutKey(ctx, "app.x", v, client.WithContentType("application/json"),
+//		client.WithMetadata(json.RawMessage(`{"owner":"ops"}`))) // returned unchanged; a put without them clears them
 //
 // Reads at a past revision, a key's history and compaction:
 //

@@ -101,6 +101,53 @@ func ExampleClient_GetPrefix() {
 	// deleted 2
 }
 
+// The keys under one token and no others, as a byte-wise range: "web."
+// up to "web/" ('/' follows '.'), where the prefix "web" would also match
+// "webx.cache". A put's content type and metadata come back with the key.
+func ExampleClient_GetRange() {
+	c, err := client.Connect(client.URL(serverURL))
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	for _, k := range []string{"web.api", "web.db", "webx.cache"} {
+		if _, err := c.PutKey(ctx, k, json.RawMessage(`"up"`)); err != nil {
+			panic(err)
+		}
+	}
+	g, err := c.GetRange(ctx, "web.", "web/") // [web., web/): not webx.cache
+	if err != nil {
+		panic(err)
+	}
+	for _, kv := range g.KVs {
+		fmt.Println(kv.Key, string(kv.Value))
+	}
+	_, err = c.PutKey(ctx, "web.api", json.RawMessage(`{"port":8080}`),
+		client.WithContentType("application/json"), client.WithMetadata(json.RawMessage(`{"owner":"team-a"}`)))
+	if err != nil {
+		panic(err)
+	}
+	kv, err := c.GetKey(ctx, "web.api")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(kv.ContentType, string(kv.Metadata))
+	d, err := c.DeleteRange(ctx, "web.", "web/")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("deleted", d.Deleted)
+	if _, err := c.DeleteKey(ctx, "webx.cache"); err != nil {
+		panic(err)
+	}
+	// Output:
+	// web.api "up"
+	// web.db "up"
+	// application/json {"owner":"team-a"}
+	// deleted 2
+}
+
 // A lock around work on a shared resource. The fencing token grows with
 // every holder; the resource should refuse a token smaller than the
 // largest it has seen.

@@ -4,3 +4,6 @@ package client
 // test can send the server a request it refuses. Call it before c's first
 // session.
 func SetRenewBatch(c *Client, n int) { c.renewBatch = n }
+
+// RangeTokens exposes rangeTokens to the external tests.
+var RangeTokens = rangeTokens

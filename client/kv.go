@@ -36,9 +36,9 @@ func AtRevision(rev int64) GetOption {
 	return func(r *schema.KVGetRequest) { r.Revision = rev }
 }
 
-// AfterKey continues a GetPrefix listing after key, the last key of the
-// page before. It applies to prefix reads only; GetKey refuses it with
-// ErrInvalidRequest.
+// AfterKey continues a GetPrefix or GetRange listing after key, the last
+// key of the page before. It applies to prefix and range reads only;
+// GetKey refuses it with ErrInvalidRequest.
 func AfterKey(key string) GetOption {
 	return func(r *schema.KVGetRequest) { r.After = key }
 }
@@ -73,6 +73,25 @@ func (c *Client) GetPrefix(ctx context.Context, prefix string, opts ...GetOption
 	return c.Get(ctx, req)
 }
 
+// GetRange reads the keys in the byte-wise, half-open range [start, end),
+// in key order, up to the server's default limit of 1000; end "" means to
+// the end of the keyspace. Ranges compare bytes, not tokens: the keys
+// under "svc." and nothing else are GetRange(ctx, "svc.", "svc/") ('/'
+// follows '.'), while GetPrefix(ctx, "svc") also matches "svcx.a". It
+// takes the options GetPrefix does: AtRevision reads the range as it
+// stood then, and AfterKey continues a listing whose More is set. An end
+// at or before start gives ErrInvalidRequest.
+func (c *Client) GetRange(ctx context.Context, start, end string, opts ...GetOption) (*schema.KVGetReply, error) {
+	req := schema.KVGetRequest{RangeStart: &start}
+	if end != "" {
+		req.RangeEnd = &end
+	}
+	for _, o := range opts {
+		o(&req)
+	}
+	return c.Get(ctx, req)
+}
+
 // DeleteKey deletes one key; deleting a key that does not exist is not an
 // error (the reply's Deleted is 0).
 func (c *Client) DeleteKey(ctx context.Context, key string) (*schema.KVDeleteReply, error) {
@@ -83,6 +102,17 @@ func (c *Client) DeleteKey(ctx context.Context, key string) (*schema.KVDeleteRep
 // key), at one revision.
 func (c *Client) DeletePrefix(ctx context.Context, prefix string) (*schema.KVDeleteReply, error) {
 	return c.Delete(ctx, schema.KVDeleteRequest{Prefix: &prefix})
+}
+
+// DeleteRange deletes every key in the byte-wise, half-open range
+// [start, end) at one revision; end "" means to the end of the keyspace.
+// An end at or before start gives ErrInvalidRequest and deletes nothing.
+func (c *Client) DeleteRange(ctx context.Context, start, end string) (*schema.KVDeleteReply, error) {
+	req := schema.KVDeleteRequest{RangeStart: &start}
+	if end != "" {
+		req.RangeEnd = &end
+	}
+	return c.Delete(ctx, req)
 }
 
 // PutOption sets an optional field of PutKey's request.
@@ -102,8 +132,26 @@ func WithTTL(ttl time.Duration) PutOption {
 	return func(r *schema.KVPutRequest) { r.TTL = &secs }
 }
 
+// WithContentType stores ct with the value, such as "application/json" or
+// "text/plain; charset=utf-8": printable ASCII of at most 256 bytes, which
+// Concord returns unchanged in reads, history, watch events and the change
+// log and never interprets. Anything else gives ErrInvalidRequest.
+func WithContentType(ct string) PutOption {
+	return func(r *schema.KVPutRequest) { r.ContentType = ct }
+}
+
+// WithMetadata stores md, a JSON object of at most 4 KiB (compact), with
+// the value, returned unchanged like the content type. JSON that is not an
+// object gives ErrInvalidRequest, a larger object ErrTooLarge. A put
+// replaces the whole record: a put without WithContentType or WithMetadata
+// clears what the key had.
+func WithMetadata(md json.RawMessage) PutOption {
+	return func(r *schema.KVPutRequest) { r.Metadata = md }
+}
+
 // PutKey writes value, which must be JSON, under key. Without options the
-// key is attached to no lease (and detached from the one it had).
+// key is attached to no lease (and detached from the one it had), and has
+// no content type or metadata (those it had are cleared).
 func (c *Client) PutKey(ctx context.Context, key string, value json.RawMessage, opts ...PutOption) (*schema.KVPutReply, error) {
 	req := schema.KVPutRequest{Key: key, Value: value}
 	for _, o := range opts {

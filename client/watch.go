@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -27,8 +28,7 @@ type Watcher struct {
 	err     error
 	done    chan struct{}
 	signal  chan struct{}
-	key     string
-	prefix  bool
+	sel     watchSelection
 	nextRev int64
 	nextOp  int
 }
@@ -44,17 +44,69 @@ const pollInterval = time.Second
 // and watch again from its revision. When NATS refuses the subscription or
 // a change log request, it ends with Err() matching ErrPermissionDenied.
 func (c *Client) Watch(ctx context.Context, key string, prefix bool, fromRevision int64) (*Watcher, error) {
-	w := &Watcher{c: c, events: make(chan schema.Event, 256), done: make(chan struct{}), signal: make(chan struct{}, 1),
-		key: key, prefix: prefix, nextRev: fromRevision, nextOp: -1}
+	sel := watchSelection{key: key, prefix: prefix}
 	subject := c.names.Watch(key)
 	if prefix {
-		subject = c.names.Watch(key + ">")
-		if key == "" || key[len(key)-1] != '.' {
-			// A prefix that ends inside a token: listen to everything and
-			// let the change log filter.
-			subject = c.names.WatchAll()
-		}
+		subject = c.tokenSubject(key)
 	}
+	return c.watch(ctx, sel, subject, fromRevision)
+}
+
+// WatchRange is Watch for the keys in the byte-wise, half-open range
+// [start, end) (end "" means to the end of the keyspace), as GetRange
+// reads them: the range [svc., svc/) is every key under "svc." and no
+// other. It listens on the narrowest watch subject that holds every key of
+// the range (the tokens start and end share), and takes the events
+// themselves from the change log, which filters by the range.
+func (c *Client) WatchRange(ctx context.Context, start, end string, fromRevision int64) (*Watcher, error) {
+	sel := watchSelection{key: start, isRange: true, rangeEnd: end}
+	return c.watch(ctx, sel, c.tokenSubject(rangeTokens(start, end)), fromRevision)
+}
+
+// watchSelection is what a Watcher asks the change log for: one key, a
+// prefix, or the range [key, rangeEnd) ("" meaning no end).
+type watchSelection struct {
+	key      string
+	prefix   bool
+	isRange  bool
+	rangeEnd string
+}
+
+// tokenSubject is the watch subject of every key starting with prefix:
+// P.watch.<prefix>> when prefix ends a token, else every watch subject
+// (the change log then filters).
+func (c *Client) tokenSubject(prefix string) string {
+	if prefix == "" || prefix[len(prefix)-1] != '.' {
+		return c.names.WatchAll()
+	}
+	return c.names.Watch(prefix + ">")
+}
+
+// rangeTokens is the longest run of whole tokens ("a.b.", or "") that
+// every key in [start, end) starts with. Such a key starts with the bytes
+// p that start and end share: differing from them at an earlier byte, it
+// would sort before start or from end on. When end is p and one byte, the
+// successor of start's byte after p (the range [svc., svc/)), the key has
+// start's byte there too: a larger one sorts from end on. Without an end,
+// nothing is shared.
+func rangeTokens(start, end string) string {
+	if end == "" {
+		return ""
+	}
+	n := 0
+	for n < len(start) && n < len(end) && start[n] == end[n] {
+		n++
+	}
+	if n < len(start) && len(end) == n+1 && end[n] == start[n]+1 {
+		n++
+	}
+	return start[:strings.LastIndexByte(start[:n], '.')+1]
+}
+
+// watch starts a Watcher of sel that listens on subject.
+func (c *Client) watch(ctx context.Context, sel watchSelection, subject string, fromRevision int64) (*Watcher, error) {
+	w := &Watcher{c: c, events: make(chan schema.Event, 256), done: make(chan struct{}), signal: make(chan struct{}, 1),
+		sel: sel, nextRev: fromRevision, nextOp: -1}
 	// NATS refuses a subscription asynchronously: the watcher ends with
 	// ErrPermissionDenied when it hears of it, whatever it is doing.
 	wctx, cancel := context.WithCancel(ctx)
@@ -120,10 +172,16 @@ func (w *Watcher) run(ctx context.Context, sub *nats.Subscription) error {
 func (w *Watcher) catchUp(ctx context.Context) error {
 	for {
 		req := schema.KVChangesRequest{AfterRevision: w.nextRev, Limit: 1000}
-		if w.prefix {
-			req.Prefix = &w.key
-		} else {
-			req.Key = &w.key
+		switch {
+		case w.sel.isRange:
+			req.RangeStart = &w.sel.key
+			if w.sel.rangeEnd != "" {
+				req.RangeEnd = &w.sel.rangeEnd
+			}
+		case w.sel.prefix:
+			req.Prefix = &w.sel.key
+		default:
+			req.Key = &w.sel.key
 		}
 		if w.nextOp >= 0 {
 			req.AfterOpIndex = Ptr(w.nextOp)

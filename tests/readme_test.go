@@ -281,13 +281,67 @@ func TestReadmeHistory(t *testing.T) {
 	runReadmeRequests(t, startNode(t, nodeOpts{}), block)
 }
 
+// readmeBlockTests are the README console blocks the tests of this file
+// run, by marker name.
+var readmeBlockTests = []string{"watch", "requests", "lock", "history", "ranges", "cli-history", "cli-ranges", "cluster", "cli-lock"}
+
+// Every "<!-- readme-test: NAME -->" block of the README is one a test
+// here runs: a new block without its test would show output nothing
+// checks.
+func TestReadmeBlocksAreAllRun(t *testing.T) {
+	for name := range readmeBlocks(t) {
+		if !slices.Contains(readmeBlockTests, name) {
+			t.Errorf("README block %q is run by no test in tests/readme_test.go", name)
+		}
+	}
+	for _, name := range readmeBlockTests {
+		if _, ok := readmeBlocks(t)[name]; !ok {
+			t.Errorf("README has no block %q", name)
+		}
+	}
+}
+
+// The README's key ranges and content type and metadata, each step with
+// the real nats CLI against a new node.
+func TestReadmeRanges(t *testing.T) {
+	natsCLI(t)
+	block := readmeBlocks(t)["ranges"]
+	if len(block.steps) < 10 {
+		t.Fatalf("README ranges block not found or changed shape: %d steps", len(block.steps))
+	}
+	for _, want := range []string{`"range_start"`, `"content_type"`, `"metadata"`, "concord.kv.delete", "concord.kv.changes"} {
+		found := false
+		for _, s := range block.steps {
+			found = found || strings.Contains(s.cmd, want)
+		}
+		if !found {
+			t.Fatalf("README ranges block has no request with %s", want)
+		}
+	}
+	runReadmeRequests(t, startNode(t, nodeOpts{}), block)
+}
+
 // The README's CLI block about a key's past, run step by step with the
 // real binary against a new node: every command succeeds and prints
 // exactly what the README shows.
 func TestReadmeCLIHistory(t *testing.T) {
-	block := readmeBlocks(t)["cli-history"]
+	runReadmeCLI(t, "cli-history")
+}
+
+// The README's CLI block about key ranges, content type and metadata, run
+// as TestReadmeCLIHistory runs its block.
+func TestReadmeCLIRanges(t *testing.T) {
+	runReadmeCLI(t, "cli-ranges")
+}
+
+// runReadmeCLI runs a README console block of concord commands step by
+// step with the real binary against a new node: every command succeeds
+// and prints exactly what the README shows.
+func runReadmeCLI(t *testing.T, name string) {
+	t.Helper()
+	block := readmeBlocks(t)[name]
 	if len(block.steps) < 5 {
-		t.Fatalf("README cli-history block not found or changed shape: %d steps", len(block.steps))
+		t.Fatalf("README %s block not found or changed shape: %d steps", name, len(block.steps))
 	}
 	n := startNode(t, nodeOpts{})
 	for _, step := range block.steps {
@@ -474,7 +528,7 @@ func exampleBodies(t *testing.T) map[string][]string {
 // ./client` runs them, and must print what their Output says.
 func TestReadmeGoExamples(t *testing.T) {
 	blocks := readmeGoBlocks(t)
-	for _, want := range []string{"ExampleClient_GetKey", "ExampleClient_NewSession", "ExampleMutex", "ExampleElection", "ExampleClient_Watch", "ExampleClient_HistoryAll"} {
+	for _, want := range []string{"ExampleClient_GetKey", "ExampleClient_NewSession", "ExampleMutex", "ExampleElection", "ExampleClient_Watch", "ExampleClient_HistoryAll", "ExampleClient_GetRange"} {
 		if len(blocks[want]) < 3 {
 			t.Errorf("README has no Go block for %s (a <!-- readme-go: %s --> marker before a ```go block)", want, want)
 		}

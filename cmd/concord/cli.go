@@ -73,9 +73,11 @@ func clientUsage() string {
   concord lease revoke ID
   concord lease info ID [--keys]
   concord lease list [--all] [--limit N] [--after ID]
-  concord kv put KEY VALUE|- [--file FILE] [--lease ID | --ttl N] [--prev]
+  concord kv put KEY VALUE|- [--file FILE] [--lease ID | --ttl N] [--content-type T] [--metadata JSON] [--prev]
   concord kv get KEY [--prefix] [--rev N] [--limit N] [--after KEY] [--keys-only] [--count] [--serializable]
+  concord kv get --from A [--to B]    the byte-wise range [A, B), with the same flags but --prefix
   concord kv del KEY [--prefix] [--prev]
+  concord kv del --from A [--to B] [--prev]
   concord kv txn [--file FILE]        the transaction JSON from FILE, or from stdin
   concord kv history KEY [--from N] [--to N] [--limit N] [--newest-first] [--after N]
   concord kv compact REV              operators: drop the history at and below REV
@@ -123,7 +125,10 @@ string otherwise: 42, true, null, {"a":1} and '"x"' are JSON; hello is "hello".
 Quote a value that looks like JSON to store it as a string: '"42"'.
 
 kv get prints "KEY VALUE" lines (one per key), with --rev N as the keys stood
-right after revision N committed. kv history prints a key's changes, one line
+right after revision N committed; a key put with --content-type or --metadata
+has "  content_type: T" and "  metadata: JSON" lines below it. --prefix and
+--from/--to compare bytes, not tokens: --prefix svc also matches svcx.a, and
+--from svc. --to svc/ is every key under svc. and no other. kv history prints a key's changes, one line
 per event as watch does (deletes with their cause); kv compact (operators)
 drops the history at and below a revision. watch prints one line per event,
 elect without --proclaim one line per leader change. lock runs CMD with

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -25,15 +26,21 @@ func runKV(args []string) error {
 }
 
 func kvPut(args []string) error {
-	fs, cf := newFlags("kv put", "kv put KEY VALUE|- [--file FILE] [--lease ID | --ttl N] [--prev]\n\n"+
+	fs, cf := newFlags("kv put", "kv put KEY VALUE|- [--file FILE] [--lease ID | --ttl N] [--content-type T] [--metadata JSON] [--prev]\n\n"+
 		"VALUE \"-\" reads the value from stdin; --file reads it from FILE. Either way the value is the\n"+
 		"whole input, a final newline included, taken as JSON if it parses as JSON and as a string otherwise.\n"+
-		"To store the string \"-\" itself, give it as JSON: '\"-\"'.")
+		"To store the string \"-\" itself, give it as JSON: '\"-\"'.\n\n"+
+		"--content-type (printable ASCII, at most 256 bytes) and --metadata (a JSON object, at most 4 KiB) are\n"+
+		"stored with the value and returned unchanged by kv get, kv history and watch. A put replaces the whole\n"+
+		"record: a put without them clears the ones the key had. --metadata that is not JSON exits 2; JSON that\n"+
+		"the server refuses (not an object, too large) exits 1.")
 	lease := fs.Int64("lease", 0, "attach the key to this lease")
 	var ttl seconds
 	fs.Var(&ttl, "ttl", "attach the key to its own anonymous lease of this ttl")
 	prev := fs.Bool("prev", false, "return the previous record")
 	file := fs.String("file", "", "read the value from `FILE` (\"-\": stdin) instead of the VALUE argument")
+	contentType := fs.String("content-type", "", "store this content type `T` with the value, such as application/json")
+	metadata := fs.String("metadata", "", "store this `JSON` object with the value")
 	pos, err := parseArgs(fs, args, 1, 2)
 	if err != nil {
 		return err
@@ -58,7 +65,13 @@ func kvPut(args []string) error {
 	if err != nil {
 		return err
 	}
-	req := schema.KVPutRequest{Key: pos[0], Value: value, PrevKV: *prev}
+	req := schema.KVPutRequest{Key: pos[0], Value: value, PrevKV: *prev, ContentType: *contentType}
+	if isSet(fs, "metadata") {
+		if !json.Valid([]byte(*metadata)) {
+			return usagef("--metadata: not valid JSON: %s", *metadata)
+		}
+		req.Metadata = json.RawMessage(*metadata)
+	}
 	if isSet(fs, "lease") && ttl.set {
 		return usagef("give --lease or --ttl, not both")
 	}
@@ -78,7 +91,7 @@ func kvPut(args []string) error {
 			if r.PrevKV == nil {
 				fmt.Fprintln(w, "previous: none")
 			} else {
-				fmt.Fprintf(w, "previous: %s\n", keyValueText(*r.PrevKV))
+				fmt.Fprintf(w, "previous: %s\n", recordText(*r.PrevKV, "  "))
 			}
 		}
 	})
@@ -100,27 +113,41 @@ func readValue(file string) (string, error) {
 }
 
 func kvGet(args []string) error {
-	fs, cf := newFlags("kv get", "kv get KEY [--prefix] [--rev N] [--limit N] [--after KEY] [--keys-only] [--count] [--serializable]\n\n"+
+	fs, cf := newFlags("kv get", "kv get KEY [--prefix] [--rev N] [--limit N] [--after KEY] [--keys-only] [--count] [--serializable]\n"+
+		"       concord kv get --from A [--to B] [--rev N] [--limit N] [--after KEY] [--keys-only] [--count] [--serializable]\n\n"+
+		"--from A --to B reads the keys in the byte-wise range [A, B): A included, B not; without --to, to the end\n"+
+		"of the keyspace. Ranges and --prefix compare bytes, not tokens: --prefix svc also matches svcx.a, while\n"+
+		"--from svc. --to svc/ is every key under svc. and no other ('/' follows '.').\n\n"+
 		"--rev N reads the keys as they stood right after revision N committed (no remaining lease time is\n"+
 		"shown); a revision below the compaction floor exits 7, one not yet written exits 1. Continue a prefix\n"+
-		"read with --after at the same --rev to see the same snapshot, page after page.")
+		"or range read with --after at the same --rev to see the same snapshot, page after page.\n\n"+
+		"Each key prints as \"KEY VALUE\"; a key stored with a content type or metadata (kv put --content-type,\n"+
+		"--metadata) has them on the lines below it, indented: \"  content_type: T\" and \"  metadata: JSON\".")
 	prefix := fs.Bool("prefix", false, "read every key starting with KEY (\"\" for all keys)")
+	from := fs.String("from", "", "read the range that starts at key `A` (included), instead of KEY")
+	to := fs.String("to", "", "end the --from range before key `B` (default: the end of the keyspace)")
 	var rev optionalRevision
 	fs.Var(&rev, "rev", "read at revision `N` (0 or absent: the present)")
 	limit := fs.Int("limit", 0, "most records to return (0: the server's default)")
-	after := fs.String("after", "", "continue a prefix read after this key")
+	after := fs.String("after", "", "continue a prefix or range read after this key")
 	keysOnly := fs.Bool("keys-only", false, "leave the values out")
 	count := fs.Bool("count", false, "print only the number of matching keys")
 	serializable := fs.Bool("serializable", false, "read without confirming leadership (may be stale)")
-	pos, err := parseArgs(fs, args, 1, 1)
+	pos, err := parseArgs(fs, args, 0, 1)
 	if err != nil {
 		return err
 	}
 	req := schema.KVGetRequest{Limit: *limit, After: *after, KeysOnly: *keysOnly, CountOnly: *count, Serializable: *serializable, Revision: rev.n}
-	if *prefix {
+	single := false
+	switch sel, err := selectKeys(fs, pos, *from, *to); {
+	case err != nil:
+		return err
+	case sel.rangeStart != nil:
+		req.RangeStart, req.RangeEnd = sel.rangeStart, sel.rangeEnd
+	case *prefix:
 		req.Prefix = &pos[0]
-	} else {
-		req.Key = &pos[0]
+	default:
+		req.Key, single = &pos[0], true
 	}
 	r, err := callOnce(cf, func(ctx context.Context, c *client.Client) (*schema.KVGetReply, error) { return c.Get(ctx, req) })
 	if err != nil {
@@ -132,7 +159,7 @@ func kvGet(args []string) error {
 			return
 		}
 		for _, kv := range r.KVs {
-			fmt.Fprintln(w, keyValueText(kv))
+			fmt.Fprintln(w, recordText(kv, "  "))
 		}
 		if r.More && len(r.KVs) > 0 {
 			atRev := ""
@@ -144,13 +171,58 @@ func kvGet(args []string) error {
 	}); err != nil {
 		return err
 	}
-	if !*prefix && r.Count == 0 {
+	if single && r.Count == 0 {
 		if rev.n != 0 {
 			return exitStatus{exitNotFound, fmt.Errorf("key %s at revision %d: %w", pos[0], rev.n, errNotFound)}
 		}
 		return exitStatus{exitNotFound, fmt.Errorf("key %s: %w", pos[0], errNotFound)}
 	}
 	return nil
+}
+
+// keySelection is a range given with --from and --to, or nothing when the
+// command names KEY instead.
+type keySelection struct {
+	rangeStart, rangeEnd *string
+}
+
+// selectKeys checks that a kv get or del names either KEY (with --prefix
+// or not) or a range (--from, with --to or not), and returns the range.
+// The server checks the range itself (--to after --from, printable bytes),
+// so its description reaches the user unchanged.
+func selectKeys(fs *flag.FlagSet, pos []string, from, to string) (keySelection, error) {
+	hasFrom, hasTo := isSet(fs, "from"), isSet(fs, "to")
+	switch {
+	case hasTo && !hasFrom:
+		return keySelection{}, usagef("--to needs --from: a range is [--from, --to)")
+	case hasFrom && len(pos) > 0:
+		return keySelection{}, usagef("give KEY or --from, not both")
+	case hasFrom && isSet(fs, "prefix"):
+		return keySelection{}, usagef("give --prefix or --from, not both")
+	case !hasFrom && len(pos) == 0:
+		return keySelection{}, usagef("missing KEY (or --from A [--to B] for a range)")
+	case !hasFrom:
+		return keySelection{}, nil
+	}
+	sel := keySelection{rangeStart: &from}
+	if hasTo {
+		sel.rangeEnd = &to
+	}
+	return sel, nil
+}
+
+// recordText is keyValueText, followed by the record's content type and
+// metadata, when it has them, each on a line of its own after indent:
+// "KEY VALUE" stays one line for records without them.
+func recordText(kv schema.KeyValue, indent string) string {
+	s := keyValueText(kv)
+	if kv.ContentType != "" {
+		s += "\n" + indent + "content_type: " + kv.ContentType
+	}
+	if len(kv.Metadata) > 0 {
+		s += "\n" + indent + "metadata: " + string(kv.Metadata)
+	}
+	return s
 }
 
 // keyValueText is "KEY VALUE" for a record, or KEY alone without a value.
@@ -162,17 +234,27 @@ func keyValueText(kv schema.KeyValue) string {
 }
 
 func kvDel(args []string) error {
-	fs, cf := newFlags("kv del", "kv del KEY [--prefix] [--prev]")
+	fs, cf := newFlags("kv del", "kv del KEY [--prefix] [--prev]\n"+
+		"       concord kv del --from A [--to B] [--prev]\n\n"+
+		"--from A --to B deletes every key in the byte-wise range [A, B) at one revision; without --to, to the\n"+
+		"end of the keyspace. --from svc. --to svc/ is every key under svc. and no other.")
 	prefix := fs.Bool("prefix", false, "delete every key starting with KEY")
+	from := fs.String("from", "", "delete the range that starts at key `A` (included), instead of KEY")
+	to := fs.String("to", "", "end the --from range before key `B` (default: the end of the keyspace)")
 	prev := fs.Bool("prev", false, "return the deleted records")
-	pos, err := parseArgs(fs, args, 1, 1)
+	pos, err := parseArgs(fs, args, 0, 1)
 	if err != nil {
 		return err
 	}
 	req := schema.KVDeleteRequest{PrevKV: *prev}
-	if *prefix {
+	switch sel, err := selectKeys(fs, pos, *from, *to); {
+	case err != nil:
+		return err
+	case sel.rangeStart != nil:
+		req.RangeStart, req.RangeEnd = sel.rangeStart, sel.rangeEnd
+	case *prefix:
 		req.Prefix = &pos[0]
-	} else {
+	default:
 		req.Key = &pos[0]
 	}
 	r, err := callOnce(cf, func(ctx context.Context, c *client.Client) (*schema.KVDeleteReply, error) { return c.Delete(ctx, req) })
@@ -182,7 +264,7 @@ func kvDel(args []string) error {
 	return cf.output(r, func(w io.Writer) {
 		fmt.Fprintf(w, "deleted %d at revision %d\n", r.Deleted, r.Revision)
 		for _, kv := range r.PrevKVs {
-			fmt.Fprintln(w, keyValueText(kv))
+			fmt.Fprintln(w, recordText(kv, "  "))
 		}
 	})
 }
@@ -223,17 +305,17 @@ func kvTxn(args []string) error {
 			case resp.Put != nil:
 				fmt.Fprintf(w, "[%d] put: revision %d\n", i, resp.Put.Revision)
 				if resp.Put.PrevKV != nil {
-					fmt.Fprintf(w, "    previous: %s\n", keyValueText(*resp.Put.PrevKV))
+					fmt.Fprintf(w, "    previous: %s\n", recordText(*resp.Put.PrevKV, "      "))
 				}
 			case resp.Get != nil:
 				fmt.Fprintf(w, "[%d] get: %d of %d keys at revision %d\n", i, len(resp.Get.KVs), resp.Get.Count, resp.Get.Revision)
 				for _, kv := range resp.Get.KVs {
-					fmt.Fprintf(w, "    %s\n", keyValueText(kv))
+					fmt.Fprintf(w, "    %s\n", recordText(kv, "      "))
 				}
 			case resp.Delete != nil:
 				fmt.Fprintf(w, "[%d] delete: deleted %d at revision %d\n", i, resp.Delete.Deleted, resp.Delete.Revision)
 				for _, kv := range resp.Delete.PrevKVs {
-					fmt.Fprintf(w, "    %s\n", keyValueText(kv))
+					fmt.Fprintf(w, "    %s\n", recordText(kv, "      "))
 				}
 			}
 		}

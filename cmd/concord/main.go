@@ -22,7 +22,7 @@ Usage:
   concord bench [flags]    measure a running node
   concord version          print the version
   concord lease ...        grant, keep alive, revoke, describe and list leases
-  concord kv ...           put, get (also at a past revision), delete; transactions; a key's history; compact
+  concord kv ...           put, get and delete keys, prefixes or ranges (get also at a past revision); transactions; a key's history; compact
   concord watch KEY        print a key's or a prefix's events as they happen
   concord lock NAME -- CMD run CMD while holding a lock, with its fencing token
   concord elect NAME       lead an election, or observe its leader

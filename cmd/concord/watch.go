@@ -78,17 +78,34 @@ func runWatch(args []string) error {
 	return err
 }
 
-// eventText is one event on one line, value last.
+// eventText is one event on one line, value last. A put's content type
+// and metadata, when it has them, come just before the value (metadata is
+// compact JSON, so it holds no newline).
 func eventText(e schema.Event) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "revision=%d op_index=%d type=%s key=%s cause=%s", e.Revision, e.OpIndex, e.Type, e.Key, e.Cause)
 	if e.Lease != 0 {
 		fmt.Fprintf(&b, " lease=%d", e.Lease)
 	}
+	if e.ContentType != "" {
+		fmt.Fprintf(&b, " content_type=%s", fieldText(e.ContentType))
+	}
+	if len(e.Metadata) > 0 {
+		fmt.Fprintf(&b, " metadata=%s", e.Metadata)
+	}
 	if e.Type == schema.EventPut {
 		fmt.Fprintf(&b, " value=%s", e.Value)
 	}
 	return b.String()
+}
+
+// fieldText is a content type as one name=value field: quoted (Go
+// syntax) when it holds a space or a quote, which would end the field.
+func fieldText(s string) string {
+	if strings.ContainsAny(s, " \"\\") {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 // optionalRevision is --from: a revision, or unset. Unset prints as ""
