@@ -109,7 +109,7 @@ func parseScaleFlags(args []string) (*scaleConfig, error) {
 	fs.DurationVar(&cfg.putDuration, "put-duration", 10*time.Second, "measurement window of the puts, with and without readers")
 	fs.DurationVar(&cfg.warmup, "warmup", time.Second, "load before each put window that is not counted")
 	fs.IntVar(&cfg.leases, "leases", 100_000, "leases of the expiry and keep-alive phases; 0 skips both")
-	fs.IntVar(&cfg.expiryTTL, "expiry-ttl", 30, "ttl in seconds of the leases left to expire (longer than granting them all takes, so that all are alive at once)")
+	fs.IntVar(&cfg.expiryTTL, "expiry-ttl", 60, "ttl in seconds of the leases left to expire: longer than granting them all takes (etcd: 40 s for 100,000 here), so that all are alive at once")
 	fs.IntVar(&cfg.keepaliveTTL, "keepalive-ttl", 60, "ttl in seconds of the leases kept alive; each is renewed every ttl/3")
 	fs.DurationVar(&cfg.keepaliveWindow, "keepalive-window", 40*time.Second, "window over which the server's CPU is read while the leases are kept alive (best a multiple of ttl/3)")
 	fs.DurationVar(&cfg.poll, "poll", 100*time.Millisecond, "how often the expiry phase asks whether any lease is left")

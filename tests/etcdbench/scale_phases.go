@@ -184,7 +184,7 @@ func (ph *phases) restart(afterRewrites bool) func(context.Context) error {
 			if err := p.exited(); err != nil {
 				return fmt.Errorf("restart: %w", err)
 			}
-			if ph.t.addr() != "" && tcpUp(ph.t.addr()) {
+			if tcpUp(ph.t.addr()) {
 				actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 				last = ph.t.probe(actx, key)
 				cancel()
