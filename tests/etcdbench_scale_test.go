@@ -1,0 +1,121 @@
+package tests
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// ebScaleResult is the part of `etcdbench scale --json-file` these tests
+// read: one system's figures.
+type ebScaleResult struct {
+	System           string   `json:"system"`
+	LoadPutsPerS     *float64 `json:"load_puts_per_s"`
+	RSSAfterLoad     *int64   `json:"rss_bytes_after_load"`
+	DiskAfterLoad    *int64   `json:"data_dir_bytes_after_load"`
+	RestartS         *float64 `json:"restart_s"`
+	Count            *int64   `json:"count"`
+	CountMS          *float64 `json:"count_ms_median"`
+	ReadPasses       *int     `json:"read_passes"`
+	RewritePutsPerS  *float64 `json:"rewrite_puts_per_s"`
+	RSSAfterRewrite  *int64   `json:"rss_bytes_after_rewrites"`
+	DiskAfterRewrite *int64   `json:"data_dir_bytes_after_rewrites"`
+	RestartRewriteS  *float64 `json:"restart_s_after_rewrites"`
+	ExpiryLagS       *float64 `json:"expiry_lag_s"`
+	KeepaliveCPUPct  *float64 `json:"keepalive_server_cpu_pct_of_core"`
+	KeepaliveRate    *float64 `json:"keepalive_renewals_per_s"`
+}
+
+// `etcdbench scale` (make bench-scale) at a tiny size, Concord only: every
+// phase runs, restarts included, each figure is there and plausible, the
+// table is printed, and nothing is left running. The full-size run is a
+// benchmark, outside make test.
+func TestEtcdbenchScaleSmokeConcordOnly(t *testing.T) {
+	jsonFile := filepath.Join(t.TempDir(), "scale.json")
+	r := startEtcdbench(t, "scale", "--concord", binPath, "--only-concord", "--json-file", jsonFile,
+		"--keys", "600", "--read-keys", "250", "--page-limit", "100", "--clients", "2", "--inflight", "2", "--count-tries", "2",
+		"--put-clients", "2", "--put-duration", "300ms", "--warmup", "100ms", "--settle", "0s", "--rewrites", "2",
+		"--leases", "30", "--expiry-ttl", "2", "--keepalive-ttl", "3", "--keepalive-window", "1s")
+	if code := r.wait(t, 5*time.Minute); code != 0 {
+		t.Fatalf("exit code %d\nstdout:\n%s", code, r.stdout.Bytes())
+	}
+	// The first start and two restarts.
+	r.checkNothingLeft(t, 3)
+	out := r.stdout.String()
+	for _, want := range []string{"Concord against etcd at scale on ", "machine: ", "Concord ÷ etcd",
+		"load 600 keys (100-byte values), puts/s", "kill -9, then until a linearizable get answers",
+		"put p99, reads of a 250-key prefix back to back", "30 leases expiring: last deadline to none left"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table lacks %q:\n%s", want, out)
+		}
+	}
+	data, err := os.ReadFile(jsonFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Concord *ebScaleResult `json:"concord"`
+		Etcd    *ebScaleResult `json:"etcd"`
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("--json-file: %v\n%s", err, data)
+	}
+	c := rep.Concord
+	if c == nil || rep.Etcd != nil || c.System != "concord" {
+		t.Fatalf("systems: concord %+v, etcd %+v", c, rep.Etcd)
+	}
+	pos := func(name string, x *float64) {
+		if x == nil || *x <= 0 {
+			t.Errorf("%s: %v, want a figure above 0", name, x)
+		}
+	}
+	pos("load puts/s", c.LoadPutsPerS)
+	pos("restart s", c.RestartS)
+	pos("restart after rewrites s", c.RestartRewriteS)
+	pos("count ms", c.CountMS)
+	pos("rewrite puts/s", c.RewritePutsPerS)
+	pos("keep-alive renewals/s", c.KeepaliveRate)
+	for name, b := range map[string]*int64{"rss after load": c.RSSAfterLoad, "disk after load": c.DiskAfterLoad,
+		"rss after rewrites": c.RSSAfterRewrite, "disk after rewrites": c.DiskAfterRewrite} {
+		if b == nil || *b < 1<<20 {
+			t.Errorf("%s: %v bytes", name, b)
+		}
+	}
+	if c.Count == nil || *c.Count != 600 {
+		t.Errorf("count: %v, want 600", c.Count)
+	}
+	if c.ReadPasses == nil || *c.ReadPasses < 1 {
+		t.Errorf("read passes: %v", c.ReadPasses)
+	}
+	// The leases are asked about from a second before the deadline: none
+	// may go before it, and on an idle node they go within a few ticks.
+	if c.ExpiryLagS == nil || *c.ExpiryLagS < 0 || *c.ExpiryLagS > 30 {
+		t.Errorf("expiry lag: %v s", c.ExpiryLagS)
+	}
+	if c.KeepaliveCPUPct == nil || *c.KeepaliveCPUPct < 0 {
+		t.Errorf("keep-alive CPU: %v", c.KeepaliveCPUPct)
+	}
+}
+
+// Bad scale flags stop it before any server starts.
+func TestEtcdbenchScaleRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"scale", "--concord", binPath, "--only-concord", "--keys", "0"}, "--keys: 0"},
+		{[]string{"scale", "--concord", binPath, "--only-concord", "--page-limit", "20000"}, "--page-limit: 20000"},
+		{[]string{"scale", "--concord", binPath, "--etcd", "/nonexistent/etcd"}, "apt-get install -y etcd-server"},
+	} {
+		r := startEtcdbench(t, tc.args...)
+		if code := r.wait(t, time.Minute); code == 0 {
+			t.Errorf("%q: exit code 0", tc.args)
+		}
+		if out := r.errText(); !strings.Contains(out, tc.want) || strings.Contains(out, "started") || r.stdout.Len() > 0 {
+			t.Errorf("%q: stderr %q, stdout %q; want %q and nothing started", tc.args, out, r.stdout.Bytes(), tc.want)
+		}
+	}
+}
