@@ -60,25 +60,39 @@ func (s *State) GetAt(q GetQuery, rev int64, now int64) (*schema.KVGetReply, err
 	if q.After >= start {
 		start = q.After + "\x00"
 	}
-	size := 0
+	p := pager{reply: reply, q: &q}
+	render := func(r *record) schema.KeyValue { return historicalKeyValue(r, q.KeysOnly) }
 	s.ascendAt(start, end, rev, func(r *record) bool {
-		reply.Count++
-		if q.CountOnly || reply.More {
-			return true
-		}
-		n := len(r.key) + recordOverhead
-		if !q.KeysOnly {
-			n += len(r.value)
-		}
-		if len(reply.KVs) >= q.Limit || (q.MaxBytes > 0 && len(reply.KVs) > 0 && size+n > q.MaxBytes) {
-			reply.More = true
-			return true
-		}
-		size += n
-		reply.KVs = append(reply.KVs, historicalKeyValue(r, q.KeysOnly))
+		p.add(r, render)
 		return true
 	})
 	return reply, nil
+}
+
+// pager fills a listing's reply: it counts every match, and keeps records
+// while the limit and the size bound allow, at least one whatever its size;
+// once one is left out, More is set and the rest are only counted.
+type pager struct {
+	reply *schema.KVGetReply
+	q     *GetQuery
+	size  int
+}
+
+func (p *pager) add(r *record, render func(*record) schema.KeyValue) {
+	p.reply.Count++
+	if p.q.CountOnly || p.reply.More {
+		return
+	}
+	n := len(r.key) + recordOverhead
+	if !p.q.KeysOnly {
+		n += len(r.value)
+	}
+	if len(p.reply.KVs) >= p.q.Limit || (p.q.MaxBytes > 0 && len(p.reply.KVs) > 0 && p.size+n > p.q.MaxBytes) {
+		p.reply.More = true
+		return
+	}
+	p.size += n
+	p.reply.KVs = append(p.reply.KVs, render(r))
 }
 
 // historicalKeyValue renders a record of a past revision: no remaining time.
@@ -148,25 +162,13 @@ func (s *State) Get(q GetQuery, now int64) *schema.KVGetReply {
 	if q.After >= start {
 		start = q.After + "\x00" // the smallest key after q.After
 	}
-	size := 0
+	p := pager{reply: reply, q: &q}
+	render := func(r *record) schema.KeyValue { return s.keyValue(r, now, q.KeysOnly) }
 	s.kv.AscendGreaterOrEqual(&record{key: start}, func(r *record) bool {
 		if sp.past(r.key) {
 			return false
 		}
-		reply.Count++
-		if q.CountOnly || reply.More {
-			return true
-		}
-		n := len(r.key) + recordOverhead
-		if !q.KeysOnly {
-			n += len(r.value)
-		}
-		if len(reply.KVs) >= q.Limit || (q.MaxBytes > 0 && len(reply.KVs) > 0 && size+n > q.MaxBytes) {
-			reply.More = true
-			return true
-		}
-		size += n
-		reply.KVs = append(reply.KVs, s.keyValue(r, now, q.KeysOnly))
+		p.add(r, render)
 		return true
 	})
 	return reply
