@@ -3,6 +3,8 @@ package fsm
 import (
 	"fmt"
 	"io"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/concord-io/concord/schema"
@@ -242,5 +244,42 @@ func BenchmarkApplyIdempotentRetry(b *testing.B) {
 	b.StopTimer()
 	if s.Revision() != rev || s.KeyCount() != remembered {
 		b.Fatalf("retries changed the state: revision %d -> %d, %d keys", rev, s.Revision(), s.KeyCount())
+	}
+}
+
+// BenchmarkKeyCost reports what one key costs: bytes of Go heap (record,
+// key, value, its version in the history, the index entries) and bytes of
+// snapshot, for keys shaped as make bench-scale writes them (16-byte keys,
+// 100-byte values, written once, default retention, so every key still has
+// its version in the history). One iteration builds the whole state, so
+// run it with -benchtime 1x.
+func BenchmarkKeyCost(b *testing.B) {
+	const keys = 200_000
+	value := val(`"` + strings.Repeat("v", 98) + `"`)
+	cmds := encodeAll(b, keys, func(i int) (int64, any) {
+		return t0, &Put{Key: fmt.Sprintf("scale.%d.%08d", i/100_000, i), Value: value}
+	})
+	for i := 0; i < b.N; i++ {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		s := New()
+		for _, c := range cmds {
+			if r := s.Apply(c); r.Err != nil {
+				b.Fatal(r.Err)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		size, err := s.Snapshot().WriteTo(io.Discard)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if s.KeyCount() != keys || s.HistoryChanges() != keys {
+			b.Fatalf("%d keys, %d changes in the history, want %d of each", s.KeyCount(), s.HistoryChanges(), keys)
+		}
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/keys, "heap-B/key")
+		b.ReportMetric(float64(size)/keys, "snapshot-B/key")
+		runtime.KeepAlive(s)
 	}
 }

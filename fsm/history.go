@@ -39,28 +39,49 @@ func causeOf(name string) uint8 {
 	return 0
 }
 
-// version is one change of one key. Immutable once in the trees.
+// version is one change of one key. Immutable once in the trees. It is
+// kept to 32 bytes, since at default retention every key written in the
+// last million revisions has one: the key, and a deleted key's lease, are
+// read from the record it points at.
 type version struct {
-	key   string
-	rev   int64
-	op    int32
-	cause uint8
+	rev int64
 	// now is the lease-clock time of the command, for retention by age.
 	now int64
-	// lease is the lease a deleted key was attached to (tombstones only).
-	lease int64
-	// rec is the record a put wrote; nil for a delete.
-	rec *record
+	// rec is the record a put wrote, or the record a delete removed
+	// (whose key and lease the tombstone reports).
+	rec   *record
+	op    int32
+	cause uint8
 }
 
-func (v *version) isDelete() bool { return v.rec == nil }
+func (v *version) isDelete() bool { return v.cause != causePut }
+
+func (v *version) key() string { return v.rec.key }
+
+// written is the record a put wrote; nil for a delete.
+func (v *version) written() *record {
+	if v.isDelete() {
+		return nil
+	}
+	return v.rec
+}
+
+// keyPivot is a search pivot for the key index, made in one allocation.
+func keyPivot(key string, rev int64, op int32) *version {
+	p := &struct {
+		v version
+		r record
+	}{v: version{rev: rev, op: op}, r: record{key: key}}
+	p.v.rec = &p.r
+	return &p.v
+}
 
 // event renders the version as the event it was published as.
 func (v *version) event() schema.Event {
-	if v.rec == nil {
-		return deleteEvent(v.key, v.rev, int(v.op), v.lease, causeNames[v.cause])
-	}
 	r := v.rec
+	if v.isDelete() {
+		return deleteEvent(r.key, v.rev, int(v.op), r.lease, causeNames[v.cause])
+	}
 	return schema.Event{
 		Type: schema.EventPut, Key: r.key, Value: r.value, Revision: v.rev, OpIndex: int(v.op),
 		CreateRevision: r.createRevision, ModRevision: r.modRevision, Version: r.version,
@@ -76,8 +97,8 @@ func lessByRev(a, b *version) bool {
 }
 
 func lessByKey(a, b *version) bool {
-	if a.key != b.key {
-		return a.key < b.key
+	if ak, bk := a.rec.key, b.rec.key; ak != bk {
+		return ak < bk
 	}
 	return lessByRev(a, b)
 }
@@ -106,8 +127,8 @@ func (h history) clone() history {
 // latest returns the newest version of key at or below rev, or nil.
 func (h history) latest(key string, rev int64) *version {
 	var found *version
-	h.byKey.DescendLessOrEqual(&version{key: key, rev: rev, op: math.MaxInt32}, func(v *version) bool {
-		if v.key == key {
+	h.byKey.DescendLessOrEqual(keyPivot(key, rev, math.MaxInt32), func(v *version) bool {
+		if v.key() == key {
 			found = v
 		}
 		return false
@@ -118,8 +139,8 @@ func (h history) latest(key string, rev int64) *version {
 // hasKey reports whether the history holds any version of key.
 func (h history) hasKey(key string) bool {
 	found := false
-	h.byKey.AscendGreaterOrEqual(&version{key: key, rev: math.MinInt64}, func(v *version) bool {
-		found = v.key == key
+	h.byKey.AscendGreaterOrEqual(keyPivot(key, math.MinInt64, 0), func(v *version) bool {
+		found = v.key() == key
 		return false
 	})
 	return found
@@ -140,11 +161,12 @@ func (s *State) recordChanges(events []schema.Event, now int64) {
 		// The first change of a key since the floor passed it: its
 		// record until now is the version the key had at the floor.
 		if prev != nil && !h.hasKey(e.Key) {
-			h.byKey.ReplaceOrInsert(&version{key: prev.key, rev: prev.modRevision, cause: causePut, rec: prev})
+			h.byKey.ReplaceOrInsert(&version{rev: prev.modRevision, cause: causePut, rec: prev})
 		}
-		v := &version{key: e.Key, rev: e.Revision, op: int32(e.OpIndex), cause: causeOf(e.Cause), now: now}
+		v := &version{rev: e.Revision, op: int32(e.OpIndex), cause: causeOf(e.Cause), now: now}
 		if e.Type == schema.EventDelete {
-			v.lease = e.Lease
+			// The record it deleted, whose key and lease are the event's.
+			v.rec = prev
 		} else if r := s.getRecord(e.Key); r != nil && r.modRevision == e.Revision && r.version == e.Version {
 			v.rec = r
 		} else {
@@ -210,7 +232,7 @@ func (h history) previous(v *version) *version {
 		if p == v {
 			return true
 		}
-		if p.key == v.key {
+		if p.rec.key == v.rec.key {
 			found = p
 		}
 		return false
@@ -225,7 +247,7 @@ func (h history) next(v *version) *version {
 		if n == v {
 			return true
 		}
-		if n.key == v.key {
+		if n.rec.key == v.rec.key {
 			found = n
 		}
 		return false
@@ -274,10 +296,10 @@ func (s *State) Changes(q ChangesQuery) (*schema.KVChangesReply, error) {
 	scanned, size := 0, 0
 	sp := spanOf(q.Key, q.IsPrefix, q.IsRange, q.RangeEnd)
 	s.hist.byRev.AscendGreaterOrEqual(start, func(v *version) bool {
-		if sp.contains(v.key) {
-			n := len(v.key) + recordOverhead
-			if v.rec != nil {
-				n += len(v.rec.value)
+		if k := v.key(); sp.contains(k) {
+			n := len(k) + recordOverhead
+			if r := v.written(); r != nil {
+				n += len(r.value)
 			}
 			if len(reply.Events) >= q.Limit || (q.MaxBytes > 0 && len(reply.Events) > 0 && size+n > q.MaxBytes) {
 				reply.More = true
@@ -333,7 +355,7 @@ func (s *State) recordAt(key string, rev int64) *record {
 		return r
 	}
 	if v := s.hist.latest(key, rev); v != nil {
-		return v.rec
+		return v.written()
 	}
 	return nil
 }
@@ -352,94 +374,117 @@ func (s *State) checkReadRevision(rev int64) error {
 // ascendAt calls f, in key order, with every key in [start, end) (end ""
 // means no end) as it stood at revision rev, until f returns false: the
 // live keys that have not changed since, and the versions the history
-// holds of the others. It reads the two trees side by side, a page at a
-// time so neither callback runs inside the other, and looks nothing up
-// twice: a read of many keys costs one pass over each tree.
+// holds of the others. It walks the live tree once and, beside it, the
+// history a page at a time (so no history callback runs inside the live
+// one): a read of many keys costs one pass over each tree.
 func (s *State) ascendAt(start, end string, rev int64, f func(r *record) bool) {
 	inRange := func(k string) bool { return end == "" || k < end }
-	// histKey is one key of the history: its newest version at or below
-	// rev, nil when it has none there.
-	type histKey struct {
-		key string
-		at  *version
-	}
-	const page = 256
-	liveFrom := &record{key: start}
-	histFrom := &version{key: start, rev: math.MinInt64}
-	live := make([]*record, 0, page)
-	hist := make([]histKey, 0, page)
-	li, hi := 0, 0 // the next unread of each page
-	liveDone, histDone := false, false
-	for {
-		if li == len(live) && !liveDone {
-			live, li = live[:0], 0
-			s.kv.AscendGreaterOrEqual(liveFrom, func(r *record) bool {
-				if !inRange(r.key) {
-					liveDone = true
-					return false
-				}
-				live = append(live, r)
-				return len(live) < page
-			})
-			if len(live) < page {
-				liveDone = true
-			}
-			if len(live) > 0 {
-				liveFrom = &record{key: live[len(live)-1].key + "\x00"}
-			}
-		}
-		if hi == len(hist) && !histDone {
-			hist, hi = hist[:0], 0
-			s.hist.byKey.AscendGreaterOrEqual(histFrom, func(v *version) bool {
-				if !inRange(v.key) {
-					histDone = true
-					return false
-				}
-				if len(hist) == 0 || hist[len(hist)-1].key != v.key {
-					if len(hist) == page {
-						return false
-					}
-					hist = append(hist, histKey{key: v.key})
-				}
-				if v.rev <= rev {
-					hist[len(hist)-1].at = v
-				}
-				return true
-			})
-			if len(hist) < page {
-				histDone = true
-			}
-			if len(hist) > 0 {
-				histFrom = &version{key: hist[len(hist)-1].key + "\x00", rev: math.MinInt64}
-			}
-		}
-		var r *record
-		switch {
-		case li == len(live) && hi == len(hist):
-			return
-		case hi == len(hist) || (li < len(live) && live[li].key < hist[hi].key):
-			// Live, with no version in the history: it has not changed
-			// since the floor, or came after rev.
-			if live[li].modRevision <= rev {
-				r = live[li]
-			}
-			li++
-		default:
-			h := hist[hi]
-			hi++
-			if li < len(live) && live[li].key == h.key {
-				if live[li].modRevision <= rev {
-					r = live[li]
-				}
-				li++
-			}
-			if r == nil && h.at != nil {
-				r = h.at.rec // nil for a delete
-			}
-		}
+	hc := histCursor{h: s.hist, from: start, rev: rev, inRange: inRange}
+	// emit calls f with r unless r is nil (the key did not exist at rev).
+	stopped := false
+	emit := func(r *record) bool {
 		if r != nil && !f(r) {
-			return
+			stopped = true
 		}
+		return !stopped
+	}
+	s.kv.AscendGreaterOrEqual(&record{key: start}, func(r *record) bool {
+		if !inRange(r.key) {
+			return false
+		}
+		// Keys only the history holds, before this one.
+		for hk := hc.peek(); hk != nil && hk.key < r.key; hk = hc.peek() {
+			hc.pop()
+			if !emit(hk.record()) {
+				return false
+			}
+		}
+		var at *record
+		if r.modRevision <= rev {
+			// Unchanged since rev: the live record answers.
+			at = r
+		}
+		if hk := hc.peek(); hk != nil && hk.key == r.key {
+			hc.pop()
+			if at == nil {
+				at = hk.record()
+			}
+		}
+		return emit(at)
+	})
+	for hk := hc.peek(); hk != nil && !stopped; hk = hc.peek() {
+		hc.pop()
+		emit(hk.record())
+	}
+}
+
+// histKey is one key of the history: its newest version at or below a
+// revision, nil when it has none there.
+type histKey struct {
+	key string
+	at  *version
+}
+
+// record is the key's record at the revision, nil if it did not exist.
+func (k *histKey) record() *record {
+	if k.at == nil {
+		return nil
+	}
+	return k.at.written()
+}
+
+// histCursor reads the keys of the history in order, a page at a time.
+type histCursor struct {
+	h       history
+	from    string
+	rev     int64
+	inRange func(string) bool
+	page    []histKey
+	i       int
+	done    bool
+}
+
+// peek returns the next key, or nil at the end.
+func (c *histCursor) peek() *histKey {
+	if c.i == len(c.page) && !c.done {
+		c.fill()
+	}
+	if c.i == len(c.page) {
+		return nil
+	}
+	return &c.page[c.i]
+}
+
+func (c *histCursor) pop() { c.i++ }
+
+func (c *histCursor) fill() {
+	const pageSize = 256
+	if c.page == nil {
+		c.page = make([]histKey, 0, pageSize)
+	}
+	c.page, c.i = c.page[:0], 0
+	c.h.byKey.AscendGreaterOrEqual(keyPivot(c.from, math.MinInt64, 0), func(v *version) bool {
+		k := v.key()
+		if !c.inRange(k) {
+			c.done = true
+			return false
+		}
+		if len(c.page) == 0 || c.page[len(c.page)-1].key != k {
+			if len(c.page) == pageSize {
+				return false
+			}
+			c.page = append(c.page, histKey{key: k})
+		}
+		if v.rev <= c.rev {
+			c.page[len(c.page)-1].at = v
+		}
+		return true
+	})
+	if len(c.page) < pageSize {
+		c.done = true
+	}
+	if len(c.page) > 0 {
+		c.from = c.page[len(c.page)-1].key + "\x00"
 	}
 }
 
@@ -493,9 +538,9 @@ func (s *State) History(q HistoryQuery) (*schema.KVHistoryReply, error) {
 		if v.rev < lo || v.rev > hi {
 			return true
 		}
-		n := len(v.key) + recordOverhead
-		if v.rec != nil {
-			n += len(v.rec.value)
+		n := len(v.rec.key) + recordOverhead
+		if r := v.written(); r != nil {
+			n += len(r.value)
 		}
 		full := len(reply.Records) >= q.Limit || (q.MaxBytes > 0 && len(reply.Records) > 0 && size+n > q.MaxBytes)
 		if full && v.rev != reply.NextRevision {
@@ -508,9 +553,9 @@ func (s *State) History(q HistoryQuery) (*schema.KVHistoryReply, error) {
 		return true
 	}
 	if q.NewestFirst {
-		h.byKey.DescendRange(&version{key: q.Key, rev: hi, op: math.MaxInt32}, &version{key: q.Key, rev: lo - 1, op: math.MaxInt32}, add)
+		h.byKey.DescendRange(keyPivot(q.Key, hi, math.MaxInt32), keyPivot(q.Key, lo-1, math.MaxInt32), add)
 	} else {
-		h.byKey.AscendRange(&version{key: q.Key, rev: lo, op: math.MinInt32}, &version{key: q.Key, rev: hi + 1, op: math.MinInt32}, add)
+		h.byKey.AscendRange(keyPivot(q.Key, lo, math.MinInt32), keyPivot(q.Key, hi+1, math.MinInt32), add)
 	}
 	if !reply.More {
 		reply.NextRevision = 0

@@ -162,17 +162,17 @@ func checkHistory(s *State) error {
 		if v.rev > h.floor {
 			above++
 			if _, ok := h.byRev.Get(v); !ok {
-				err = fmt.Errorf("version %s@%d/%d above the floor is not in the change log", v.key, v.rev, v.op)
+				err = fmt.Errorf("version %s@%d/%d above the floor is not in the change log", v.key(), v.rev, v.op)
 			}
 		} else {
 			if v.isDelete() {
-				err = fmt.Errorf("tombstone %s@%d at or below the floor %d", v.key, v.rev, h.floor)
+				err = fmt.Errorf("tombstone %s@%d at or below the floor %d", v.key(), v.rev, h.floor)
 			}
 			if n := h.next(v); n == nil {
-				err = fmt.Errorf("version %s@%d at or below the floor has no later version", v.key, v.rev)
+				err = fmt.Errorf("version %s@%d at or below the floor has no later version", v.key(), v.rev)
 			}
-			if prev != nil && prev.key == v.key && prev.rev <= h.floor {
-				err = fmt.Errorf("two versions of %s at or below the floor", v.key)
+			if prev != nil && prev.key() == v.key() && prev.rev <= h.floor {
+				err = fmt.Errorf("two versions of %s at or below the floor", v.key())
 			}
 		}
 		prev = v

@@ -159,8 +159,10 @@ func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	}
 	if err == nil {
 		sn.hist.byKey.Ascend(func(v *version) bool {
-			sv := snapshotVersion{Key: v.key, Revision: v.rev, OpIndex: v.op, Cause: causeNames[v.cause], Now: v.now, Lease: v.lease}
-			if r := v.rec; r != nil {
+			sv := snapshotVersion{Key: v.key(), Revision: v.rev, OpIndex: v.op, Cause: causeNames[v.cause], Now: v.now}
+			if v.isDelete() {
+				sv.Lease = v.rec.lease
+			} else if r := v.rec; r != nil {
 				if live, ok := sn.kv.Get(r); ok && live == r {
 					sv.Live = true
 				} else {
@@ -313,10 +315,14 @@ func (s *State) readHistory(dec *json.Decoder, n int) error {
 		if err := dec.Decode(&sv); err != nil {
 			return fmt.Errorf("%w: history version %d of %d: %v", ErrBadSnapshot, i+1, n, err)
 		}
-		v := &version{key: sv.Key, rev: sv.Revision, op: sv.OpIndex, cause: causeOf(sv.Cause), now: sv.Now, lease: sv.Lease}
+		v := &version{rev: sv.Revision, op: sv.OpIndex, cause: causeOf(sv.Cause), now: sv.Now}
 		bad := func(why string) error {
-			return fmt.Errorf("%w: history version %d of %d (key %q, revision %d, op %d): %s", ErrBadSnapshot, i+1, n, v.key, v.rev, v.op, why)
+			return fmt.Errorf("%w: history version %d of %d (key %q, revision %d, op %d): %s", ErrBadSnapshot, i+1, n, sv.Key, v.rev, v.op, why)
 		}
+		// A delete, or a put of a key that existed, follows a put of its
+		// key: above the floor, or as the key's version at the floor. A
+		// delete points at the record it removed, that put's.
+		samePut := prev != nil && prev.key() == sv.Key && !prev.isDelete()
 		switch {
 		case sv.Live:
 			r := s.getRecord(sv.Key)
@@ -332,25 +338,30 @@ func (s *State) readHistory(dec *json.Decoder, n int) error {
 			v.rec = sk.record()
 		}
 		switch {
-		case v.key == "" || v.cause == 0 || v.rev < 1 || v.rev > s.revision || v.op < 0 || v.now > s.now:
+		case sv.Key == "" || v.cause == 0 || v.rev < 1 || v.rev > s.revision || v.op < 0 || v.now > s.now:
 			return bad("out of range")
 		case (v.rec == nil) != (v.cause != causePut):
 			return bad("a put without a record, or a delete with one")
+		case v.isDelete() && !samePut:
+			return bad("a delete with no version of the key before it")
+		case v.isDelete() && prev.rec.lease != sv.Lease:
+			return bad("a delete whose lease is not the deleted record's")
+		}
+		if v.isDelete() {
+			v.rec = prev.rec
+		}
+		switch {
 		case prev != nil && !lessByKey(prev, v):
 			return bad("out of order")
-		case prev != nil && prev.key == v.key && prev.rev <= h.floor && v.rev <= h.floor:
+		case prev != nil && prev.key() == sv.Key && prev.rev <= h.floor && v.rev <= h.floor:
 			return bad("two versions of one key at or below the floor")
 		case v.rev <= h.floor && v.isDelete():
 			return bad("a delete at or below the floor")
-		}
-		// A delete, or a put of a key that existed, follows a put of its
-		// key: above the floor, or as the key's version at the floor.
-		samePut := prev != nil && prev.key == v.key && !prev.isDelete()
-		if v.rev > h.floor && (v.isDelete() || v.rec.version > 1) && !samePut {
+		case v.rev > h.floor && !v.isDelete() && v.rec.version > 1 && !samePut:
 			return bad("no version of the key before it")
 		}
-		if prev != nil && prev.key != v.key && prev.rev <= h.floor {
-			return fmt.Errorf("%w: history: key %q keeps a version at the floor but no change after it", ErrBadSnapshot, prev.key)
+		if prev != nil && prev.key() != sv.Key && prev.rev <= h.floor {
+			return fmt.Errorf("%w: history: key %q keeps a version at the floor but no change after it", ErrBadSnapshot, prev.key())
 		}
 		h.byKey.ReplaceOrInsert(v)
 		if v.rev > h.floor {
@@ -359,7 +370,7 @@ func (s *State) readHistory(dec *json.Decoder, n int) error {
 		prev = v
 	}
 	if prev != nil && prev.rev <= h.floor {
-		return fmt.Errorf("%w: history: key %q keeps a version at the floor but no change after it", ErrBadSnapshot, prev.key)
+		return fmt.Errorf("%w: history: key %q keeps a version at the floor but no change after it", ErrBadSnapshot, prev.key())
 	}
 	// The change log: contiguous from the floor to the state's revision.
 	var last *version
@@ -389,7 +400,7 @@ func (s *State) readHistory(dec *json.Decoder, n int) error {
 	// Every live key changed above the floor has that change in the history.
 	s.kv.Ascend(func(r *record) bool {
 		if r.modRevision > h.floor {
-			if v := h.latest(r.key, r.modRevision); v == nil || v.rec != r {
+			if v := h.latest(r.key, r.modRevision); v == nil || v.written() != r {
 				err = fmt.Errorf("%w: key %q changed at revision %d, above the floor, but its history does not say so", ErrBadSnapshot, r.key, r.modRevision)
 			}
 		}

@@ -876,6 +876,8 @@ func badV4Snapshots(t testing.TB) []badSnapshot {
 		{"v4: a delete with a record", set(1, replace(`"now":1005700}`, `"now":1005700,"record":{"key":"idem.a","value":1,"create_revision":15,"mod_revision":15,"version":1}}`))},
 		{"v4: a record of another key", set(2, replace(`"record":{"key":"idem.b"`, `"record":{"key":"idem.c"`))},
 		{"v4: a record of another revision", set(2, replace(`"mod_revision":12`, `"mod_revision":13`))},
+		{"v4: a tombstone naming another lease than its record's", set(5, replace(`"lease":1}`, `"lease":2}`))},
+		{"v4: a tombstone naming a lease its record had not", set(1, replace(`"now":1005700}`, `"now":1005700,"lease":1}`))},
 		{"v4: an unknown cause", set(1, replace(`"cause":"delete"`, `"cause":"vanished"`))},
 		{"v4: a time after the state's clock", set(1, replace(`"now":1005700`, `"now":1005701`))},
 		{"v4: times going back", set(8, replace(`"now":1005500`, `"now":1005100`))},
