@@ -50,7 +50,7 @@ func AfterRevision(rev int64) HistoryOption {
 // History returns one page of key's changes in a window (by default, every
 // change the history retains, oldest first, 100 at most): each a put with
 // the value it wrote, or a delete (version 0) whose Cause says why: delete,
-// lease_expired or lease_revoked. When More is set, ask again with
+// txn (a delete in a transaction), lease_expired or lease_revoked. When More is set, ask again with
 // AfterRevision(reply.NextRevision), or use HistoryAll, which does.
 func (c *Client) History(ctx context.Context, key string, opts ...HistoryOption) (*schema.KVHistoryReply, error) {
 	req := schema.KVHistoryRequest{Key: key}

@@ -19,7 +19,7 @@ const formatBatch = 3
 // a batch: a leader may write batches only while every member reads
 // LogFormatBatch or newer. Likewise for the commands of LogFormatHistory
 // (RequiredLogFormat says which a command needs).
-const LogFormat = LogFormatHistory
+const LogFormat = LogFormatTxnCause
 
 // LogFormatBatch is the first LogFormat that reads batch entries.
 const LogFormatBatch = formatBatch
@@ -29,15 +29,23 @@ const LogFormatBatch = formatBatch
 // formats (first bytes 1 to 3) are unchanged; what is new is inside bodies.
 const LogFormatHistory = 4
 
+// LogFormatTxnCause is the first LogFormat that reads a transaction's
+// deletes marked as such (Delete.ByTxn), whose tombstones say "txn".
+const LogFormatTxnCause = 5
+
 // RequiredLogFormat returns the oldest LogFormat that applies body as this
-// release does: LogFormatHistory for a compaction, a range delete and a put
-// with a content type or metadata, alone or in a transaction; 1 for the
-// rest. A leader proposes a body only when every member reads its format.
+// release does: LogFormatTxnCause for a transaction whose deletes are
+// marked (Txn.MarkDeletes), LogFormatHistory for a compaction, a range
+// delete and a put with a content type or metadata, alone or in a
+// transaction; 1 for the rest. A leader proposes a body only when every member reads its format.
 func RequiredLogFormat(body any) int {
 	switch b := body.(type) {
 	case *Compact:
 		return LogFormatHistory
 	case *Delete:
+		if b.ByTxn {
+			return LogFormatTxnCause
+		}
 		if b.IsRange {
 			return LogFormatHistory
 		}

@@ -644,10 +644,13 @@ func TestRequiredLogFormat(t *testing.T) {
 		{&Compact{Revision: 3}, LogFormatHistory},
 		{&Txn{Success: []TxnOp{{Put: &Put{Key: "a", Value: val(`1`)}}}}, 1},
 		{&Txn{Failure: []TxnOp{{Put: &Put{Key: "a", Value: val(`1`), ContentType: "x"}}}}, LogFormatHistory},
+		{&Txn{Success: []TxnOp{{Delete: &Delete{Key: "a"}}}}, 1},
+		{&Txn{Success: []TxnOp{{Delete: &Delete{Key: "a", ByTxn: true}}}}, LogFormatTxnCause},
+		{&Delete{Key: "a", ByTxn: true}, LogFormatTxnCause},
 		{&Grant{TTL: 5}, 1},
 		{&KeepAliveMany{IDs: []int64{1}}, 1},
 	} {
 		eq(t, fmt.Sprintf("%T %+v", c.body, c.body), RequiredLogFormat(c.body), c.want)
 	}
-	eq(t, "this release reads them", LogFormat >= LogFormatHistory, true)
+	eq(t, "this release reads them", LogFormat >= LogFormatTxnCause, true)
 }

@@ -73,6 +73,12 @@ type Delete struct {
 	// than this fail with ErrTooLarge instead of deleting them (used in
 	// transactions, which must stay bounded).
 	Limit int64
+	// ByTxn marks a delete of a transaction whose tombstones say so (cause
+	// "txn"). It is a flag of the entry, not implied by the transaction, so
+	// that a release that predates it, replaying the same log, is never
+	// asked to apply it (RequiredLogFormat) and every replica records the
+	// same cause.
+	ByTxn bool
 }
 
 // Expire deletes the listed leases whose deadline has passed at the
@@ -145,6 +151,12 @@ func EncodeKeyed(now int64, idempotencyKey string, body any) ([]byte, error) {
 // bodyHash identifies a command's request for the idempotency cache: the
 // op and body, without the stamp or the key.
 func bodyHash(body any) ([32]byte, error) {
+	if t, ok := body.(*Txn); ok {
+		// Whether a transaction's deletes are marked depends on the
+		// releases the cluster ran when it was proposed, not on the
+		// request: a retry across an upgrade is the same request.
+		body = t.unmarked()
+	}
 	w := encoder{}
 	op, err := w.body(body)
 	if err != nil {
@@ -186,7 +198,7 @@ func (w encoder) put(p *Put) encoder {
 
 func (w encoder) delete(d *Delete) encoder {
 	w.bytes([]byte(d.Key))
-	w.flags(d.IsPrefix, d.PrevKV, d.IsRange)
+	w.flags(d.IsPrefix, d.PrevKV, d.IsRange, d.ByTxn)
 	w.varint(d.Limit)
 	// Only a range delete writes its end, flagged above: every entry
 	// written before ranges existed, and every delete in a transaction,
@@ -249,7 +261,7 @@ func (d decoder) put() (*Put, decoder) {
 func (d decoder) delete() (*Delete, decoder) {
 	del := &Delete{Key: string(d.bytes())}
 	f := d.flags()
-	del.IsPrefix, del.PrevKV, del.IsRange = f&1 != 0, f&2 != 0, f&4 != 0
+	del.IsPrefix, del.PrevKV, del.IsRange, del.ByTxn = f&1 != 0, f&2 != 0, f&4 != 0, f&8 != 0
 	del.Limit = d.varint()
 	if del.IsRange {
 		del.RangeEnd = string(d.bytes())

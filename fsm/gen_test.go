@@ -239,6 +239,9 @@ func (g *cmdGen) put(s *State) *Put {
 // a prefix delete may carry a limit, sometimes smaller than its matches.
 func (g *cmdGen) delete(inTxn bool) *Delete {
 	d := &Delete{Key: g.key(), PrevKV: g.r.Intn(2) == 0}
+	// Marked or not, as a leader before and after every member reads
+	// LogFormatTxnCause.
+	d.ByTxn = inTxn && g.r.Intn(2) == 0
 	if inTxn && g.r.Intn(2) == 0 {
 		d.Key, d.IsPrefix = genPrefixes[g.r.Intn(len(genPrefixes))], true
 		if g.r.Intn(3) > 0 {

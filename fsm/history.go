@@ -25,10 +25,12 @@ const (
 	causeDelete
 	causeLeaseExpired
 	causeLeaseRevoked
+	causeTxn
 )
 
 var causeNames = [...]string{causePut: schema.CausePut, causeDelete: schema.CauseDelete,
-	causeLeaseExpired: schema.CauseLeaseExpired, causeLeaseRevoked: schema.CauseLeaseRevoked}
+	causeLeaseExpired: schema.CauseLeaseExpired, causeLeaseRevoked: schema.CauseLeaseRevoked,
+	causeTxn: schema.CauseTxn}
 
 func causeOf(name string) uint8 {
 	for c, n := range causeNames {

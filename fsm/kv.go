@@ -139,6 +139,9 @@ func (s *State) putAt(now, rev int64, p *Put) (*schema.KVPutReply, schema.Event,
 // delete applies a delete at the next revision; deleting nothing leaves
 // the revision where it is.
 func (s *State) delete(now int64, d *Delete) (any, []schema.Event, error) {
+	if d.ByTxn {
+		return nil, nil, errf(ErrBadCommand, "a delete outside a transaction is marked as a transaction's")
+	}
 	victims, err := s.victims(d)
 	if err != nil {
 		return nil, nil, err
@@ -194,13 +197,17 @@ func (s *State) deleteAt(now, rev int64, d *Delete, victims []*record, opIndex i
 			reply.PrevKVs[i] = s.keyValue(r, now, false)
 		}
 	}
+	cause := schema.CauseDelete
+	if d.ByTxn {
+		cause = schema.CauseTxn
+	}
 	events := make([]schema.Event, len(victims))
 	for i, r := range victims {
 		s.kv.Delete(r)
 		if r.lease != 0 {
 			s.detach(r.lease, r.key)
 		}
-		events[i] = deleteEvent(r.key, rev, opIndex+i, r.lease, schema.CauseDelete)
+		events[i] = deleteEvent(r.key, rev, opIndex+i, r.lease, cause)
 		s.prevs = append(s.prevs, r)
 	}
 	return reply, events

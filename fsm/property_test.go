@@ -469,10 +469,21 @@ func checkTxnStep(s *State, b *Txn, r Result, prevRev int64, wantSucceeded bool,
 	if s.Revision() != want {
 		return fmt.Errorf("txn with %d events moved the revision %d -> %d", len(r.Events), prevRev, s.Revision())
 	}
+	// A delete's tombstone says "txn" when its operation was marked.
+	marked, unmarked := false, false
+	for _, op := range branch {
+		if op.Delete != nil {
+			marked, unmarked = marked || op.Delete.ByTxn, unmarked || !op.Delete.ByTxn
+		}
+	}
 	last := map[string]schema.Event{}
 	for _, e := range r.Events {
 		if e.Revision != want {
 			return fmt.Errorf("txn event %+v not at revision %d", e, want)
+		}
+		if e.Type == schema.EventDelete && ((e.Cause == schema.CauseTxn && !marked) || (e.Cause == schema.CauseDelete && !unmarked) ||
+			(e.Cause != schema.CauseTxn && e.Cause != schema.CauseDelete)) {
+			return fmt.Errorf("txn delete event %+v: cause %q, with deletes marked %v, unmarked %v", e, e.Cause, marked, unmarked)
 		}
 		last[e.Key] = e
 	}

@@ -66,6 +66,46 @@ type Txn struct {
 	Failure []TxnOp
 }
 
+// MarkDeletes marks every delete of the transaction as a transaction's
+// (Delete.ByTxn), so that its tombstones say "txn". A leader does it once
+// every member reads LogFormatTxnCause.
+func (t *Txn) MarkDeletes() {
+	for _, branch := range [][]TxnOp{t.Success, t.Failure} {
+		for i := range branch {
+			if d := branch[i].Delete; d != nil {
+				d.ByTxn = true
+			}
+		}
+	}
+}
+
+// unmarked returns the transaction with no delete marked: t itself when
+// none is, else a copy.
+func (t *Txn) unmarked() *Txn {
+	marked := false
+	for _, branch := range [][]TxnOp{t.Success, t.Failure} {
+		for _, op := range branch {
+			marked = marked || (op.Delete != nil && op.Delete.ByTxn)
+		}
+	}
+	if !marked {
+		return t
+	}
+	c := *t
+	for _, branch := range []*[]TxnOp{&c.Success, &c.Failure} {
+		ops := append([]TxnOp(nil), *branch...)
+		for i := range ops {
+			if d := ops[i].Delete; d != nil && d.ByTxn {
+				u := *d
+				u.ByTxn = false
+				ops[i].Delete = &u
+			}
+		}
+		*branch = ops
+	}
+	return &c
+}
+
 // txn applies a transaction. The branch runs on a copy-on-write stage of
 // the state, so an operation that fails leaves nothing behind, and later
 // operations read what earlier ones wrote. A branch that changes anything

@@ -1101,3 +1101,53 @@ func TestTxnDoesNotRetainEntryBuffer(t *testing.T) {
 	}
 	eq(t, "cached reply", string(rr.Reply.(json.RawMessage)), wantReply)
 }
+
+// A transaction's deletes say "txn" when marked (a leader marks them once
+// every member reads LogFormatTxnCause), "delete" as before when not; the
+// mark survives encoding, is refused outside a transaction, and does not
+// change which request an idempotency key names.
+func TestTxnDeleteCause(t *testing.T) {
+	s := New()
+	mustApply(t, s, t0, &Put{Key: "a", Value: val(`1`)})
+	mustApply(t, s, t0, &Put{Key: "b", Value: val(`2`)})
+
+	old := &Txn{Success: []TxnOp{{Delete: &Delete{Key: "a"}}}}
+	eq(t, "unmarked needs", RequiredLogFormat(old), 1)
+	r := mustApply(t, s, t0, old)
+	eq(t, "unmarked delete's cause", r.Events[0].Cause, schema.CauseDelete)
+
+	marked := &Txn{Success: []TxnOp{{Put: &Put{Key: "c", Value: val(`3`)}}, {Delete: &Delete{Key: "b"}}}}
+	marked.MarkDeletes()
+	eq(t, "marked needs", RequiredLogFormat(marked), LogFormatTxnCause)
+	cmd, err := Decode(encode(t, t0, marked))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "the mark after decoding", cmd.Body.(*Txn).Success[1].Delete.ByTxn, true)
+	r = mustApply(t, s, t0, marked)
+	eq(t, "marked delete's cause", r.Events[1].Cause, schema.CauseTxn)
+	h, err := s.History(HistoryQuery{Key: "b", Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "history of b", len(h.Records), 2)
+	eq(t, "tombstone's cause", h.Records[1].Cause, schema.CauseTxn)
+
+	// Outside a transaction the mark would be a lie.
+	mustApply(t, s, t0, &Put{Key: "d", Value: val(`4`)})
+	before := snap(t, s)
+	if r := apply(t, s, t0, &Delete{Key: "d", ByTxn: true}); !errors.Is(r.Err, ErrBadCommand) {
+		t.Fatalf("a marked plain delete: %v, want ErrBadCommand", r.Err)
+	}
+	if !bytes.Equal(before, snap(t, s)) {
+		t.Fatal("a refused delete changed the state")
+	}
+
+	unmarkedHash, err := bodyHash(&Txn{Success: []TxnOp{{Put: &Put{Key: "c", Value: val(`3`)}}, {Delete: &Delete{Key: "b"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	markedHash, _ := bodyHash(marked)
+	eq(t, "the request hash ignores the mark", markedHash, unmarkedHash)
+	eq(t, "hashing left the mark in place", marked.Success[1].Delete.ByTxn, true)
+}

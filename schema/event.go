@@ -18,6 +18,8 @@ const (
 	CauseDelete       = "delete"
 	CauseLeaseExpired = "lease_expired"
 	CauseLeaseRevoked = "lease_revoked"
+	// CauseTxn is the cause of a delete made by a transaction.
+	CauseTxn = "txn"
 )
 
 // Headers set on every watch event.

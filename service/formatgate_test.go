@@ -3,8 +3,10 @@ package service
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -208,5 +210,54 @@ func TestJoinRefusesOlderRelease(t *testing.T) {
 	}
 	if !s.proposer.batching.Load() {
 		t.Fatal("a refused join turned batching off")
+	}
+}
+
+// A transaction's deletes say "txn" only once every member reads
+// LogFormatTxnCause; while a member runs the release before, they say
+// "delete", as that release records them, and are not refused. The member
+// on the older release is played by a subscriber answering its node info.
+func TestTxnDeleteCauseWaitsForEveryMember(t *testing.T) {
+	s, nc := startTest(t, func(c *Config) { c.BusCheckInterval = 50 * time.Millisecond })
+	var format atomic.Int64
+	format.Store(fsm.LogFormatHistory)
+	sub, err := nc.Subscribe(s.names.NodeInfo("n9"), func(m *nats.Msg) {
+		_ = m.Respond(fmt.Appendf(nil, `{"id":"n9","cluster_id":"","state":"follower","term":0,"leader":"","last_index":0,"commit_index":0,"applied_index":0,"revision":0,"log_format":%d}`, format.Load()))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := s.raft.AddNonvoter("n9", "127.0.0.1:1", 0, 5*time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the gate hears n9's format", func() bool {
+		return !s.formats.allRead(fsm.LogFormatTxnCause) && s.formats.allRead(fsm.LogFormatHistory)
+	})
+
+	causeOfTxnDelete := func(key string) string {
+		t.Helper()
+		if e := request(t, nc, "concord.kv.put", map[string]any{"key": key, "value": 1}, nil); e != nil {
+			t.Fatalf("put: %v", e)
+		}
+		if e := request(t, nc, "concord.kv.txn", map[string]any{"success": []any{map[string]any{"delete": map[string]any{"key": key}}}}, nil); e != nil {
+			t.Fatalf("txn: %v", e)
+		}
+		var h schema.KVHistoryReply
+		if e := request(t, nc, "concord.kv.history", map[string]any{"key": key}, &h); e != nil {
+			t.Fatalf("history: %v", e)
+		}
+		if len(h.Records) != 2 {
+			t.Fatalf("history of %s: %+v", key, h.Records)
+		}
+		return h.Records[1].Cause
+	}
+	if c := causeOfTxnDelete("old"); c != schema.CauseDelete {
+		t.Fatalf("with a member on the release before, a txn delete's cause is %q, want %q", c, schema.CauseDelete)
+	}
+	format.Store(fsm.LogFormatTxnCause)
+	waitUntil(t, "the gate hears n9's new format", func() bool { return s.formats.allRead(fsm.LogFormatTxnCause) })
+	if c := causeOfTxnDelete("new"); c != schema.CauseTxn {
+		t.Fatalf("with every member on this release, a txn delete's cause is %q, want %q", c, schema.CauseTxn)
 	}
 }

@@ -229,6 +229,11 @@ func (s *Service) propose(body any, idempotencyKey string) (*fsm.Result, *schema
 	if !ok {
 		return nil, schema.Errorf(schema.ErrNotLeader, "this node is not the leader")
 	}
+	// A transaction's deletes say "txn" once every member records that
+	// cause; until then they say "delete", as before.
+	if t, ok := body.(*fsm.Txn); ok && s.formats.allRead(fsm.LogFormatTxnCause) {
+		t.MarkDeletes()
+	}
 	// During a rolling upgrade a member on an older release could not apply
 	// the newer commands: they wait until every member reads them.
 	if need := fsm.RequiredLogFormat(body); need > fsm.LogFormatBatch && !s.formats.allRead(need) {

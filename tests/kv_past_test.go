@@ -253,7 +253,7 @@ func TestPastKeyHistory(t *testing.T) {
 			t.Fatalf("a tombstone with version %d: %+v", e.Version, e)
 		}
 	}
-	wantCauses := []string{"put:put", "put:put", "delete:delete", "put:put", "delete:lease_expired", "put:put", "delete:lease_revoked", "put:put", "delete:delete", "put:put"}
+	wantCauses := []string{"put:put", "put:put", "delete:delete", "put:put", "delete:lease_expired", "put:put", "delete:lease_revoked", "put:put", "delete:txn", "put:put"}
 	if !slices.Equal(causes, wantCauses) {
 		t.Fatalf("causes %q, want %q", causes, wantCauses)
 	}
