@@ -10,7 +10,7 @@ RACE_PKGS       := ./fsm/... ./subjects/... ./schema/... ./service/... ./client/
 CLUSTER_DIR     := $(CURDIR)/cluster-data
 CLUSTER_ROUTES  := nats://127.0.0.1:6222,nats://127.0.0.1:6223,nats://127.0.0.1:6224
 
-.PHONY: build run cluster cluster-stop test test-steps lint unit blackbox tools bench bench-etcd bench-scale fuzz fuzz-short clean
+.PHONY: build run cluster cluster-stop test test-steps lint unit blackbox tools bench bench-etcd bench-scale bench-history fuzz fuzz-short clean
 
 build:
 	$(GO) build -o $(BIN)/concord ./cmd/concord
@@ -139,6 +139,24 @@ BENCH_SCALE_FLAGS ?=
 bench-scale: build
 	cd tests/etcdbench && $(GO) build -o $(BIN)/etcdbench .
 	$(BIN)/etcdbench scale --concord $(BIN)/concord $(BENCH_SCALE_FLAGS)
+
+# Put throughput with the key history kept against kept to the minimum,
+# with `etcdbench history` (tests/etcdbench; Concord only, no etcd): two
+# fresh single nodes, one with the default retention and one with
+# --history-revisions 1 (the least concord serve accepts), each with its
+# own embedded NATS and data directory, both up for the whole run; 6
+# rounds of the closed-loop put workload (32 clients, 1 s warm-up, 10 s)
+# against one and then the other, which goes first alternating. Prints
+# every round, the medians and default ÷ minimal; every server is stopped
+# at the end, on failure or Ctrl-C too. Not part of make test. Flags
+# (etcdbench history -h): make bench-history BENCH_HISTORY_FLAGS="--rounds
+# 4 --duration 5s"; --baseline PATH runs an older concord as the second
+# server instead.
+BENCH_HISTORY_FLAGS ?=
+
+bench-history: build
+	cd tests/etcdbench && $(GO) build -o $(BIN)/etcdbench .
+	$(BIN)/etcdbench history --concord $(BIN)/concord $(BENCH_HISTORY_FLAGS)
 
 # Every fuzz target, FUZZTIME each. CI runs them briefly (fuzz-short); run
 # `make fuzz` for a longer search. New crashers land in testdata/fuzz and

@@ -128,6 +128,24 @@ func TestBenchSmokeTableAndUsage(t *testing.T) {
 		!strings.HasPrefix(lines[2], "get-serializable ") {
 		t.Errorf("table:\n%s", out)
 	}
+	// get-at-revision says under its rows what it measured.
+	out, err = newProc(t, time.Minute, binPath, "bench", "--url", n.natsURL, "--duration", "100ms", "--clients", "1",
+		"--rev-keys", "30", "--rev-writes", "20", "--rev-back", "10", "--rev-page", "5", "--rev-rounds", "1", "get-at-revision").combinedOutput()
+	if err != nil {
+		t.Fatalf("concord bench get-at-revision: %v\n%s", err, out)
+	}
+	lines = strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) < 5 || !strings.HasPrefix(lines[1], "rev-key-now ") || !strings.HasPrefix(lines[2], "rev-key-past ") ||
+		!strings.HasPrefix(lines[3], "rev-page-now ") || !strings.HasPrefix(lines[4], "rev-page-past ") {
+		t.Errorf("table:\n%s", out)
+	}
+	for _, want := range []string{"get-at-revision: 30 keys under bench.", "then 20 puts round the first 5 of them", "(10 back)",
+		"5 of the 5 page keys were written after the past revision", "with limit 5", "1 rounds of 100ms per read",
+		"one key, past ÷ present: p50 ", "a 5-key page, past ÷ present: p50 "} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the table lacks %q:\n%s", want, out)
+		}
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -135,6 +153,10 @@ func TestBenchSmokeTableAndUsage(t *testing.T) {
 		{[]string{"no-such-workload"}, `unknown workload "no-such-workload"`},
 		{[]string{"--keepalive-batch", "0", "keepalive-batch"}, "--keepalive-batch: 0"},
 		{[]string{"--clients", "0"}, "--clients: 0"},
+		{[]string{"--rev-writes", "10", "--rev-back", "20", "get-at-revision"}, "--rev-writes: 10, want at least --rev-back (20)"},
+		{[]string{"--rev-page", "20000", "get-at-revision"}, "--rev-page: 20000"},
+		{[]string{"--rev-keys", "5", "--rev-page", "6", "get-at-revision"}, "--rev-keys: 5"},
+		{[]string{"--rev-rounds", "0", "get-at-revision"}, "--rev-rounds: 0"},
 	} {
 		out, err := newProc(t, time.Minute, binPath, append([]string{"bench", "--url", n.natsURL}, tc.args...)...).combinedOutput()
 		if err == nil || !strings.Contains(string(out), tc.want) {
@@ -160,5 +182,52 @@ func TestBenchSmokeCluster(t *testing.T) {
 	}
 	if r := got["keepalive-batch"]; r.Extra["leases_renewed"] != float64(r.Ops*5) {
 		t.Errorf("keepalive-batch: %d ops, extra %v", r.Ops, r.Extra)
+	}
+}
+
+// get-at-revision, at a small size: the four reads all answer, every reply
+// matched the revisions its keys had at the revision asked (a mismatch
+// would count as an error), the past reads read the revision --rev-back
+// before the present, every key of the page changed after it, and the
+// ratios are those of the figures printed beside them.
+func TestBenchSmokeGetAtRevision(t *testing.T) {
+	n := startNode(t, nodeOpts{})
+	got := runBenchJSON(t, "--url", n.natsURL, "--duration", "400ms", "--clients", "2",
+		"--rev-keys", "300", "--rev-writes", "120", "--rev-back", "50", "--rev-page", "20", "--rev-rounds", "2", "get-at-revision")
+	if len(got) != 4 {
+		t.Errorf("%d results, want 4: %v", len(got), got)
+	}
+	now, past := got["rev-key-now"], got["rev-key-past"]
+	pageNow, pagePast := got["rev-page-now"], got["rev-page-past"]
+	for _, r := range []benchLine{now, past, pageNow, pagePast} {
+		checkThroughput(t, r)
+		if r.Extra["rounds"] != 2 {
+			t.Errorf("%s: extra %v, want rounds 2", r.Workload, r.Extra)
+		}
+	}
+	// 300 keys and 120 rewrites, on top of whatever the node had.
+	present := now.Extra["revision"]
+	if present < 420 || pageNow.Extra["revision"] != present {
+		t.Errorf("present revision %v (key) and %v (page), want the same, at least 420", present, pageNow.Extra["revision"])
+	}
+	for _, r := range []benchLine{past, pagePast} {
+		if r.Extra["revision"] != present-50 || r.Extra["back"] != 50 || r.Extra["changed_since"] != 20 {
+			t.Errorf("%s: extra %v, want revision %v, back 50, changed_since 20", r.Workload, r.Extra, present-50)
+		}
+	}
+	for _, pair := range [][2]benchLine{{now, past}, {pageNow, pagePast}} {
+		n, p := pair[0], pair[1]
+		if !benchNear(p.Extra["p50_past_over_now"], p.P50ms/n.P50ms) || !benchNear(p.Extra["p99_past_over_now"], p.P99ms/n.P99ms) ||
+			!benchNear(p.Extra["ops_now_over_past"], n.OpsPerS/p.OpsPerS) {
+			t.Errorf("%s: extra %v, against p50 %.3f/%.3f, p99 %.3f/%.3f, ops/s %.1f/%.1f", p.Workload, p.Extra, p.P50ms, n.P50ms, p.P99ms, n.P99ms, n.OpsPerS, p.OpsPerS)
+		}
+	}
+	if pageNow.Extra["page"] != 20 || pagePast.Extra["page"] != 20 {
+		t.Errorf("page extras: %v, %v", pageNow.Extra, pagePast.Extra)
+	}
+	// The keys went with their leases at the end.
+	out, err := newProc(t, time.Minute, binPath, "kv", "get", "--server", n.natsURL, "--prefix", "bench.", "--count").combinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "0" {
+		t.Errorf("keys left after the run: %v, %q", err, out)
 	}
 }

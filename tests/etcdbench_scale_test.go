@@ -17,6 +17,9 @@ type ebScaleResult struct {
 	RSSAfterLoad     *int64   `json:"rss_bytes_after_load"`
 	DiskAfterLoad    *int64   `json:"data_dir_bytes_after_load"`
 	RestartS         *float64 `json:"restart_s"`
+	SnapshotS        *float64 `json:"snapshot_write_s"`
+	SnapshotReqS     *float64 `json:"snapshot_request_s"`
+	SnapshotBytes    *int64   `json:"snapshot_bytes"`
 	Count            *int64   `json:"count"`
 	CountMS          *float64 `json:"count_ms_median"`
 	ReadPasses       *int     `json:"read_passes"`
@@ -24,6 +27,9 @@ type ebScaleResult struct {
 	RSSAfterRewrite  *int64   `json:"rss_bytes_after_rewrites"`
 	DiskAfterRewrite *int64   `json:"data_dir_bytes_after_rewrites"`
 	RestartRewriteS  *float64 `json:"restart_s_after_rewrites"`
+	SnapshotRewriteS *float64 `json:"snapshot_write_s_after_rewrites"`
+	SnapshotRwReqS   *float64 `json:"snapshot_request_s_after_rewrites"`
+	SnapshotRwBytes  *int64   `json:"snapshot_bytes_after_rewrites"`
 	ExpiryLagS       *float64 `json:"expiry_lag_s"`
 	KeepaliveCPUPct  *float64 `json:"keepalive_server_cpu_pct_of_core"`
 	KeepaliveRate    *float64 `json:"keepalive_renewals_per_s"`
@@ -47,7 +53,9 @@ func TestEtcdbenchScaleSmokeConcordOnly(t *testing.T) {
 	out := r.stdout.String()
 	for _, want := range []string{"Concord against etcd at scale on ", "machine: ", "Concord ÷ etcd",
 		"load 600 keys (100-byte values), puts/s", "kill -9, then until a linearizable get answers",
-		"put p99, reads of a 250-key prefix back to back", "30 leases expiring: last deadline to none left"} {
+		"put p99, reads of a 250-key prefix back to back", "30 leases expiring: last deadline to none left",
+		"Raft snapshot after the load: time to write it", "  restart after the rewrites ÷ after the load",
+		"Raft snapshot after the rewrites: its size", "  snapshot write after the rewrites ÷ after the load"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the table lacks %q:\n%s", want, out)
 		}
@@ -77,6 +85,20 @@ func TestEtcdbenchScaleSmokeConcordOnly(t *testing.T) {
 	pos("restart after rewrites s", c.RestartRewriteS)
 	pos("count ms", c.CountMS)
 	pos("rewrite puts/s", c.RewritePutsPerS)
+	pos("snapshot write s", c.SnapshotS)
+	pos("snapshot write s after rewrites", c.SnapshotRewriteS)
+	// The write is part of the request's round trip.
+	if c.SnapshotS != nil && c.SnapshotReqS != nil && *c.SnapshotReqS < *c.SnapshotS {
+		t.Errorf("snapshot: written in %.4f s, requested and answered in %.4f s", *c.SnapshotS, *c.SnapshotReqS)
+	}
+	if c.SnapshotRewriteS != nil && c.SnapshotRwReqS != nil && *c.SnapshotRwReqS < *c.SnapshotRewriteS {
+		t.Errorf("snapshot after rewrites: written in %.4f s, requested and answered in %.4f s", *c.SnapshotRewriteS, *c.SnapshotRwReqS)
+	}
+	// 600 keys with 100-byte values: tens of kB, and more once each has a
+	// second version in the history.
+	if c.SnapshotBytes == nil || c.SnapshotRwBytes == nil || *c.SnapshotBytes < 600*100 || *c.SnapshotRwBytes <= *c.SnapshotBytes {
+		t.Errorf("snapshot sizes: %v after the load, %v after the rewrites", c.SnapshotBytes, c.SnapshotRwBytes)
+	}
 	pos("keep-alive renewals/s", c.KeepaliveRate)
 	for name, b := range map[string]*int64{"rss after load": c.RSSAfterLoad, "disk after load": c.DiskAfterLoad,
 		"rss after rewrites": c.RSSAfterRewrite, "disk after rewrites": c.DiskAfterRewrite} {

@@ -29,7 +29,13 @@ type benchConfig struct {
 	revokeKeys     int
 	expiryLeases   int
 	expiryTTL      int64
-	jsonOut        bool
+	// The get-at-revision workload's sizes (bench_revision.go).
+	revKeys   int
+	revWrites int
+	revBack   int
+	revPage   int
+	revRounds int
+	jsonOut   bool
 }
 
 // benchResult is one line of output.
@@ -48,6 +54,9 @@ type benchResult struct {
 
 // benchWorkloads is the standard set, in the order it runs by default.
 var benchWorkloads = []string{"grant", "put", "keepalive", "keepalive-batch", "get", "get-serializable", "txn", "revoke", "expiry"}
+
+// benchExtraWorkloads run only when named: their setup is large.
+var benchExtraWorkloads = []string{"get-at-revision"}
 
 const benchUsage = `Usage: concord bench [flags] [WORKLOAD...]
 
@@ -74,6 +83,21 @@ as the previous one is answered, for --duration.
                     each: how late each delete event arrives after its ttl,
                     and how many come early (an error)
 
+Only when named:
+
+  get-at-revision   reads at a past revision against the same reads at the
+                    present: --rev-keys keys under one prefix, then
+                    --rev-writes puts round the first --rev-page of them;
+                    then a get of one of those keys and a get of the prefix
+                    with limit --rev-page, each at the present (rev-key-now,
+                    rev-page-now) and --rev-back revisions back
+                    (rev-key-past, rev-page-past), every reply checked
+                    against the revisions the keys had then. --rev-rounds
+                    rounds, present and past alternating which goes first;
+                    each read gets --duration in all. Prints the four
+                    results, then what was measured and past ÷ present.
+                    The keys are on leases of their own, revoked at the end.
+
 --url takes several NATS URLs, comma-separated; each connection picks one.
 
 Flags:
@@ -92,6 +116,11 @@ func runBench(args []string) error {
 	fs.IntVar(&c.revokeKeys, "revoke-keys", 10000, "keys on the lease the revoke workload revokes")
 	fs.IntVar(&c.expiryLeases, "expiry-leases", 1000, "leases the expiry workload lets expire")
 	fs.Int64Var(&c.expiryTTL, "expiry-ttl", 2, "ttl in seconds of the expiry workload's leases")
+	fs.IntVar(&c.revKeys, "rev-keys", 100_000, "get-at-revision: keys under the prefix")
+	fs.IntVar(&c.revWrites, "rev-writes", 20_000, "get-at-revision: puts after the load, round the first --rev-page keys (at least --rev-back)")
+	fs.IntVar(&c.revBack, "rev-back", 10_000, "get-at-revision: how many revisions back the past reads read")
+	fs.IntVar(&c.revPage, "rev-page", 1000, "get-at-revision: keys of the page read, and the keys the one-key reads take in turn")
+	fs.IntVar(&c.revRounds, "rev-rounds", 6, "get-at-revision: rounds, present and past alternating which goes first")
 	fs.BoolVar(&c.jsonOut, "json", false, "print one JSON object per workload instead of a table")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -108,7 +137,7 @@ func runBench(args []string) error {
 	}
 	for _, w := range workloads {
 		if !isBenchWorkload(w) {
-			return fmt.Errorf("unknown workload %q (want one of %s)", w, strings.Join(benchWorkloads, ", "))
+			return fmt.Errorf("unknown workload %q (want one of %s)", w, strings.Join(append(benchWorkloads[:len(benchWorkloads):len(benchWorkloads)], benchExtraWorkloads...), ", "))
 		}
 	}
 	names, err := subjects.New(c.prefix)
@@ -126,20 +155,32 @@ func runBench(args []string) error {
 	var failed []string
 	for _, w := range workloads {
 		var r benchResult
+		var rs []benchResult
+		var notes string
 		switch w {
 		case "revoke":
 			r, err = b.revoke()
 		case "expiry":
 			r, err = b.expiry()
+		case "get-at-revision":
+			rs, notes, err = b.getAtRevision()
 		default:
 			r, err = b.throughput(w)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", w, err)
 		}
-		printResult(os.Stdout, r, c.jsonOut)
-		if r.Errors > 0 {
-			failed = append(failed, fmt.Sprintf("%s (%d)", w, r.Errors))
+		if rs == nil {
+			rs = []benchResult{r}
+		}
+		for _, r := range rs {
+			printResult(os.Stdout, r, c.jsonOut)
+			if r.Errors > 0 {
+				failed = append(failed, fmt.Sprintf("%s (%d)", r.Workload, r.Errors))
+			}
+		}
+		if !c.jsonOut {
+			fmt.Print(notes)
 		}
 	}
 	if len(failed) > 0 {
@@ -165,12 +206,22 @@ func (c *benchConfig) check() error {
 		return fmt.Errorf("--expiry-leases: %d, want at least 1", c.expiryLeases)
 	case c.expiryTTL < 1:
 		return fmt.Errorf("--expiry-ttl: %d, want at least 1", c.expiryTTL)
+	case c.revPage < 1 || c.revPage > schema.MaxListLimit:
+		return fmt.Errorf("--rev-page: %d, want 1 to %d (the largest kv.get limit)", c.revPage, schema.MaxListLimit)
+	case c.revKeys < c.revPage || c.revKeys > 99_999_999:
+		return fmt.Errorf("--rev-keys: %d, want %d (--rev-page) to 99999999", c.revKeys, c.revPage)
+	case c.revBack < 1:
+		return fmt.Errorf("--rev-back: %d, want at least 1", c.revBack)
+	case c.revWrites < c.revBack:
+		return fmt.Errorf("--rev-writes: %d, want at least --rev-back (%d), so the past revision comes after the keys were all written", c.revWrites, c.revBack)
+	case c.revRounds < 1 || c.duration/time.Duration(c.revRounds) < time.Millisecond:
+		return fmt.Errorf("--rev-rounds: %d, want 1 or more, and --duration ÷ rounds at least 1ms", c.revRounds)
 	}
 	return nil
 }
 
 func isBenchWorkload(w string) bool {
-	for _, x := range benchWorkloads {
+	for _, x := range append(benchWorkloads[:len(benchWorkloads):len(benchWorkloads)], benchExtraWorkloads...) {
 		if w == x {
 			return true
 		}

@@ -35,18 +35,52 @@ func (b *bencher) throughput(w string) (benchResult, error) {
 		return benchResult{}, err
 	}
 
+	lr := runLoop(ops, b.cfg.duration)
+	r := summarize(w, lr.lat, lr.elapsed)
+	r.Errors = lr.errs
+	if lr.firstErr != nil {
+		// The result counts the failures; stderr says what the first was.
+		fmt.Fprintf(os.Stderr, "concord bench: %s: %d failed requests; the first: %v\n", w, lr.errs, lr.firstErr)
+	}
+	renewed, elapsed := lr.renewed, lr.elapsed
+	switch w {
+	case "keepalive":
+		r.Extra = map[string]float64{"leases_per_s": float64(renewed) / elapsed.Seconds()}
+	case "keepalive-batch":
+		r.Extra = map[string]float64{
+			"batch":          float64(b.cfg.keepAliveBatch),
+			"leases_renewed": float64(renewed),
+			"leases_per_s":   float64(renewed) / elapsed.Seconds(),
+		}
+	}
+	return r, nil
+}
+
+// loopResult is what one closed-loop window measured, all clients
+// together.
+type loopResult struct {
+	lat      []time.Duration // one per answered request, unsorted
+	elapsed  time.Duration
+	renewed  int64
+	errs     int64
+	firstErr error
+}
+
+// runLoop runs ops[i] on client i in a closed loop, each client sending
+// its next request as soon as the previous one is answered, for d.
+func runLoop(ops []benchOp, d time.Duration) loopResult {
 	type clientState struct {
 		lat      []time.Duration
 		renewed  int64
 		errs     int64
 		firstErr error
 	}
-	states := make([]clientState, len(b.conns))
-	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.duration)
+	states := make([]clientState, len(ops))
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	var wg sync.WaitGroup
 	start := time.Now()
-	for i := range b.conns {
+	for i := range ops {
 		wg.Add(1)
 		go func(op benchOp, st *clientState) {
 			defer wg.Done()
@@ -66,37 +100,17 @@ func (b *bencher) throughput(w string) (benchResult, error) {
 		}(ops[i], &states[i])
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-
-	var all []time.Duration
-	var errs, renewed int64
-	var firstErr error
+	r := loopResult{elapsed: time.Since(start)}
 	for i := range states {
 		st := &states[i]
-		all = append(all, st.lat...)
-		errs += st.errs
-		renewed += st.renewed
-		if firstErr == nil && st.firstErr != nil {
-			firstErr = fmt.Errorf("client %d: %w", i, st.firstErr)
+		r.lat = append(r.lat, st.lat...)
+		r.errs += st.errs
+		r.renewed += st.renewed
+		if r.firstErr == nil && st.firstErr != nil {
+			r.firstErr = fmt.Errorf("client %d: %w", i, st.firstErr)
 		}
 	}
-	r := summarize(w, all, elapsed)
-	r.Errors = errs
-	if firstErr != nil {
-		// The result counts the failures; stderr says what the first was.
-		fmt.Fprintf(os.Stderr, "concord bench: %s: %d failed requests; the first: %v\n", w, errs, firstErr)
-	}
-	switch w {
-	case "keepalive":
-		r.Extra = map[string]float64{"leases_per_s": float64(renewed) / elapsed.Seconds()}
-	case "keepalive-batch":
-		r.Extra = map[string]float64{
-			"batch":          float64(b.cfg.keepAliveBatch),
-			"leases_renewed": float64(renewed),
-			"leases_per_s":   float64(renewed) / elapsed.Seconds(),
-		}
-	}
-	return r, nil
+	return r
 }
 
 // grant grants a lease of ttl seconds on nc.

@@ -19,7 +19,9 @@
 //
 // `etcdbench scale` (scale.go) compares them at scale instead: a million
 // keys, restart, memory, disk, reads beside writes, a hundred thousand
-// leases; `make bench-scale` builds and runs it.
+// leases; `make bench-scale` builds and runs it. `etcdbench history`
+// (history.go) measures Concord alone: puts with the key history kept
+// against kept to the minimum; `make bench-history` builds and runs it.
 package main
 
 import (
@@ -55,6 +57,11 @@ type config struct {
 	markdown    bool
 	jsonFile    string
 	cores       int
+	// concordArgs are added to every `concord serve` (etcdbench history:
+	// the retention of one of its two servers); metrics gives every node
+	// an operator listener (etcdbench scale: the snapshot metrics).
+	concordArgs []string
+	metrics     bool
 }
 
 // topology is a number of Concord nodes set against as many etcd members.
@@ -82,7 +89,9 @@ Needs the concord binary (make build) and etcd on PATH (Debian: apt-get
 install -y etcd-server), or --only-concord.
 
 etcdbench scale [flags] compares them instead with a million keys and a
-hundred thousand leases (etcdbench scale -h).
+hundred thousand leases (etcdbench scale -h); etcdbench history [flags]
+measures Concord's puts with its key history kept against kept to the
+minimum, without etcd (etcdbench history -h).
 
 Flags:
 `
@@ -98,9 +107,12 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	var err error
-	if len(os.Args) > 1 && os.Args[1] == "scale" {
+	switch {
+	case len(os.Args) > 1 && os.Args[1] == "scale":
 		err = runScale(ctx, os.Args[2:])
-	} else {
+	case len(os.Args) > 1 && os.Args[1] == "history":
+		err = runHistory(ctx, os.Args[2:])
+	default:
 		err = run(ctx, os.Args[1:])
 	}
 	switch {

@@ -69,12 +69,16 @@ against each, from this program:
             then resident memory (VmRSS) and the data directory (du)
   restart   kill -9, start again, time until a linearizable get answers
             (through NATS "no responders" and 503s for Concord)
+  snapshot  (Concord only) one put, then P.cluster.snapshot: the time the
+            node took to write that Raft snapshot (its metric
+            concord_snapshot_persist_duration_seconds) and its size
   count     count_only over all keys (median of --count-tries)
   reads     put p50/p99 of --put-clients closed-loop clients, alone, then
             while --readers read the --read-keys keys of one prefix in
             pages of --page-limit, back to back
   rewrites  (--rewrites N, N >= 2) every key written N times in all; then
-            memory, data directory and restart again
+            memory, data directory, restart and snapshot again, and the
+            restart and snapshot times after the rewrites ÷ after the load
   expiry    --leases leases of ttl --expiry-ttl: time from the last one's
             deadline until none is left (0 skips this and keep-alive)
   keepalive --leases leases of ttl --keepalive-ttl renewed every ttl/3
@@ -221,6 +225,13 @@ type scaleResult struct {
 	DiskAfterLoad *int64   `json:"data_dir_bytes_after_load"`
 	RestartS      *float64 `json:"restart_s"`
 
+	// The snapshot phase (Concord only): the write time of a Raft
+	// snapshot asked for after the restart, as the node's metric
+	// recorded it; the request's round trip; the snapshot's size.
+	SnapshotS     *float64 `json:"snapshot_write_s,omitempty"`
+	SnapshotReqS  *float64 `json:"snapshot_request_s,omitempty"`
+	SnapshotBytes *int64   `json:"snapshot_bytes,omitempty"`
+
 	Count        *int64    `json:"count"`
 	CountMS      *float64  `json:"count_ms_median"`
 	CountMSTries []float64 `json:"count_ms_tries,omitempty"`
@@ -236,6 +247,10 @@ type scaleResult struct {
 	RSSAfterRewrite  *int64   `json:"rss_bytes_after_rewrites,omitempty"`
 	DiskAfterRewrite *int64   `json:"data_dir_bytes_after_rewrites,omitempty"`
 	RestartRewriteS  *float64 `json:"restart_s_after_rewrites,omitempty"`
+
+	SnapshotRewriteS     *float64 `json:"snapshot_write_s_after_rewrites,omitempty"`
+	SnapshotRewriteReqS  *float64 `json:"snapshot_request_s_after_rewrites,omitempty"`
+	SnapshotRewriteBytes *int64   `json:"snapshot_bytes_after_rewrites,omitempty"`
 
 	GrantsPerS      *float64 `json:"expiry_grants_per_s,omitempty"`
 	GrantSpreadS    *float64 `json:"expiry_grant_s,omitempty"` // first to last grant reply
@@ -320,7 +335,8 @@ func runScale(ctx context.Context, args []string) error {
 // runScaleSystem starts one fresh server of system in dir, runs every
 // phase against it, and stops it, on failure too.
 func runScaleSystem(ctx context.Context, cfg *scaleConfig, pp *ports, system, dir string) (res *scaleResult, err error) {
-	bin := &config{concord: cfg.concord, etcd: cfg.etcd}
+	// Concord's operator listener serves the snapshot metrics.
+	bin := &config{concord: cfg.concord, etcd: cfg.etcd, metrics: true}
 	var s *servers
 	var t scaleTarget
 	res = &scaleResult{System: system}
@@ -347,9 +363,9 @@ func runScaleSystem(ctx context.Context, cfg *scaleConfig, pp *ports, system, di
 		dataDir = filepath.Join(dir, "m1")
 	}
 	ph := &phases{cfg: cfg, s: s, t: t, res: res, dataDir: dataDir}
-	steps := []func(context.Context) error{ph.load, ph.memory(false), ph.restart(false), ph.count, ph.reads}
+	steps := []func(context.Context) error{ph.load, ph.memory(false), ph.restart(false), ph.snapshot(false), ph.count, ph.reads}
 	if cfg.rewrites >= 2 {
-		steps = append(steps, ph.rewrite, ph.memory(true), ph.restart(true))
+		steps = append(steps, ph.rewrite, ph.memory(true), ph.restart(true), ph.snapshot(true))
 	}
 	if cfg.leases > 0 {
 		steps = append(steps, ph.expiry, ph.keepalive)

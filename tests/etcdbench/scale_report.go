@@ -72,6 +72,22 @@ func scaleRatio(c, e *float64) string {
 	return fmt.Sprintf("%.2f", *c / *e)
 }
 
+// msOf turns seconds into milliseconds; nil stays nil.
+func msOf(s *float64) *float64 {
+	if s == nil {
+		return nil
+	}
+	return ptr(*s * 1000)
+}
+
+// quotient is a ÷ b, or nil when either is missing or b is zero.
+func quotient(a, b *float64) *float64 {
+	if a == nil || b == nil || *b == 0 {
+		return nil
+	}
+	return ptr(*a / *b)
+}
+
 func fint[T int | int64](p *T) *float64 {
 	if p == nil {
 		return nil
@@ -104,6 +120,8 @@ func (rep *scaleReport) rows() []scaleRow {
 		{"resident memory after the load", fint(c.RSSAfterLoad), fint(e.RSSAfterLoad), bytesMiB},
 		{"data directory after the load", fint(c.DiskAfterLoad), fint(e.DiskAfterLoad), bytesMiB},
 		{"kill -9, then until a linearizable get answers", c.RestartS, e.RestartS, seconds},
+		{"Raft snapshot after the load: time to write it", msOf(c.SnapshotS), msOf(e.SnapshotS), millis},
+		{"Raft snapshot after the load: its size", fint(c.SnapshotBytes), fint(e.SnapshotBytes), bytesMiB},
 		{fmt.Sprintf("count_only over all keys (median of %d)", cfg.countTries), c.CountMS, e.CountMS, millis},
 		{"put p50, no reads", lat(c.PutAlone, false), lat(e.PutAlone, false), millis},
 		{"put p99, no reads", lat(c.PutAlone, true), lat(e.PutAlone, true), millis},
@@ -119,6 +137,10 @@ func (rep *scaleReport) rows() []scaleRow {
 			scaleRow{"resident memory after the rewrites", fint(c.RSSAfterRewrite), fint(e.RSSAfterRewrite), bytesMiB},
 			scaleRow{"data directory after the rewrites", fint(c.DiskAfterRewrite), fint(e.DiskAfterRewrite), bytesMiB},
 			scaleRow{"kill -9 after the rewrites, until a get answers", c.RestartRewriteS, e.RestartRewriteS, seconds},
+			scaleRow{"  restart after the rewrites ÷ after the load", quotient(c.RestartRewriteS, c.RestartS), quotient(e.RestartRewriteS, e.RestartS), factor},
+			scaleRow{"Raft snapshot after the rewrites: time to write it", msOf(c.SnapshotRewriteS), msOf(e.SnapshotRewriteS), millis},
+			scaleRow{"Raft snapshot after the rewrites: its size", fint(c.SnapshotRewriteBytes), fint(e.SnapshotRewriteBytes), bytesMiB},
+			scaleRow{"  snapshot write after the rewrites ÷ after the load", quotient(c.SnapshotRewriteS, c.SnapshotS), quotient(e.SnapshotRewriteS, e.SnapshotS), factor},
 		)
 	}
 	if cfg.leases > 0 {
@@ -181,6 +203,9 @@ func (rep *scaleReport) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nresident memory: VmRSS of the server process; data directory: its disk usage, as du counts it.\n"+
 		"restart: from starting the killed server again to the first answer of a linearizable get, asked every 10 ms.\n"+
+		"snapshot (Concord only; etcd keeps its keys in bbolt, not in Raft snapshots, and has no request that writes one):\n"+
+		"after each restart, one put, then P.cluster.snapshot makes the node write a Raft snapshot of its state and history;\n"+
+		"the time is what its concord_snapshot_persist_duration_seconds recorded (encode, write, sync), the size concord_snapshot_bytes.\n"+
 		"reads: each reads every key of the prefix, page after page (Concord also ends a page at its reply size bound).\n"+
 		"expiry: from the last grant's answer plus the ttl to the first answer that shows no lease, asked every %s.\n"+
 		"keep-alive: every lease renewed every ttl/3 (Concord: keepalive_many of at most %s ids; etcd: keep-alive\n"+

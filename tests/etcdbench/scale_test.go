@@ -278,6 +278,29 @@ func TestScaleReportPrint(t *testing.T) {
 		}
 	}
 
+	// After the rewrites: restart and snapshot against the same after the
+	// load, for each system.
+	cfg.rewrites = 5
+	rep.Concord.RestartS, rep.Concord.RestartRewriteS = ptr(4.0), ptr(6.0)
+	rep.Concord.SnapshotS, rep.Concord.SnapshotRewriteS = ptr(0.8), ptr(2.0)
+	rep.Concord.SnapshotBytes, rep.Concord.SnapshotRewriteBytes = ptr(int64(200<<20)), ptr(int64(500<<20))
+	rep.Etcd.RestartS, rep.Etcd.RestartRewriteS = ptr(5.0), ptr(15.0)
+	b.Reset()
+	rep.print(&b)
+	out = b.String()
+	for _, want := range []string{
+		"Raft snapshot after the load: time to write it                     800.0 ms            -               -",
+		"Raft snapshot after the load: its size                              200 MiB            -               -",
+		"  restart after the rewrites ÷ after the load                          1.50         3.00            0.50",
+		"Raft snapshot after the rewrites: time to write it                2000.0 ms            -               -",
+		"Raft snapshot after the rewrites: its size                          500 MiB            -               -",
+		"  snapshot write after the rewrites ÷ after the load                   2.50            -               -",
+		"snapshot (Concord only; etcd keeps its keys in bbolt", "concord_snapshot_persist_duration_seconds"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+
 	cfg.rewrites, cfg.leases, cfg.markdown = 5, 100_000, true
 	rep.Etcd = nil
 	b.Reset()

@@ -32,6 +32,9 @@ type servers struct {
 	// only: the echo responder subscribes there, where Concord's own
 	// subscriptions are).
 	leader int
+	// metrics are the nodes' /metrics URLs, in node order (Concord with
+	// config.metrics only).
+	metrics []string
 }
 
 func (s *servers) stop() error {
@@ -111,6 +114,15 @@ func startConcord(ctx context.Context, cfg *config, pp *ports, dir string, n int
 			// As `make bench`: the grant workload holds more leases than
 			// the default limit allows.
 			"--max-leases", "10000000", "--log-level", "warn"}
+		if cfg.metrics {
+			addr, err := pp.addr()
+			if err != nil {
+				return s, err
+			}
+			args = append(args, "--metrics-listen", addr)
+			s.metrics = append(s.metrics, "http://"+addr+"/metrics")
+		}
+		args = append(args, cfg.concordArgs...)
 		if n > 1 {
 			mode := "--join"
 			if i == 0 {

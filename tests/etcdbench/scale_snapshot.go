@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/subjects"
+)
+
+// The snapshot phase (Concord only): how long the node takes to write a
+// Raft snapshot of its state, history included, after the load and after
+// the rewrites (issue 15: history must not make a snapshot more than 2×
+// slower than with the keys written once). etcd keeps its keys in its
+// bbolt file rather than in Raft snapshots and has no request that writes
+// one, so it has no figure here.
+
+// The node's metrics the phase reads: the snapshot write time histogram
+// (observed once per snapshot persisted) and the last snapshot's size.
+const (
+	metricSnapshotSum   = "concord_snapshot_persist_duration_seconds_sum"
+	metricSnapshotCount = "concord_snapshot_persist_duration_seconds_count"
+	metricSnapshotBytes = "concord_snapshot_bytes"
+)
+
+// snapshotTimeout bounds the snapshot request: a million keys with their
+// history take seconds, not minutes.
+const snapshotTimeout = 5 * time.Minute
+
+// snapshot makes the Concord node write a Raft snapshot now: one put
+// first, so that there is something new to snapshot, then
+// P.cluster.snapshot, which answers once the snapshot is written. The write
+// time is what the node's concord_snapshot_persist_duration_seconds
+// recorded for it (the sum over the count, should a scheduled snapshot
+// have run in between as well); the size is concord_snapshot_bytes.
+func (ph *phases) snapshot(afterRewrites bool) func(context.Context) error {
+	return func(ctx context.Context) error {
+		t, ok := ph.t.(*concordTarget)
+		if !ok {
+			return nil
+		}
+		if len(ph.s.metrics) == 0 {
+			return fmt.Errorf("snapshot: the node has no metrics listener")
+		}
+		if err := ph.ensureOpen(); err != nil {
+			return err
+		}
+		pctx, cancel := context.WithTimeout(ctx, opTimeout)
+		err := t.put(pctx, 0, scaleKey(0, ph.cfg.readKeys))
+		cancel()
+		if err != nil {
+			return fmt.Errorf("snapshot: %w", err)
+		}
+		before, err := readMetrics(ctx, ph.s.metrics[0])
+		if err != nil {
+			return fmt.Errorf("snapshot: %w", err)
+		}
+		sctx, cancel := context.WithTimeout(ctx, snapshotTimeout)
+		t0 := time.Now()
+		var reply schema.ClusterSnapshotReply
+		err = call(sctx, t.conn(0), t.names.Request(subjects.ClusterSnapshot), schema.ClusterSnapshotRequest{}, &reply)
+		took := time.Since(t0)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("snapshot: %w", err)
+		}
+		after, err := readMetrics(ctx, ph.s.metrics[0])
+		if err != nil {
+			return fmt.Errorf("snapshot: %w", err)
+		}
+		n := after[metricSnapshotCount] - before[metricSnapshotCount]
+		if n < 1 {
+			return fmt.Errorf("snapshot: the node answered (index %d) but %s did not grow: no snapshot was written", reply.Index, metricSnapshotCount)
+		}
+		write := (after[metricSnapshotSum] - before[metricSnapshotSum]) / n
+		size := int64(after[metricSnapshotBytes])
+		if n > 1 {
+			logf("  %s: %.0f snapshots written meanwhile (a scheduled one too); the write time is their mean", ph.res.System, n)
+		}
+		logf("  %s: snapshot at index %d written in %.3f s (%s), %.3f s from request to reply", ph.res.System, reply.Index, write, mib(float64(size)), took.Seconds())
+		req := took.Seconds()
+		if afterRewrites {
+			ph.res.SnapshotRewriteS, ph.res.SnapshotRewriteReqS, ph.res.SnapshotRewriteBytes = &write, &req, &size
+		} else {
+			ph.res.SnapshotS, ph.res.SnapshotReqS, ph.res.SnapshotBytes = &write, &req, &size
+		}
+		return nil
+	}
+}
+
+// readMetrics fetches a Prometheus text exposition and returns its samples
+// that have no labels, by name.
+func readMetrics(ctx context.Context, url string) (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("metrics: %s answered %s", url, resp.Status)
+	}
+	return parseMetrics(resp.Body)
+}
+
+// parseMetrics reads the unlabelled samples of a Prometheus text
+// exposition ("name value" lines; comments and labelled samples skipped).
+func parseMetrics(r io.Reader) (map[string]float64, error) {
+	out := map[string]float64{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") || strings.Contains(line, "{") {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			return nil, fmt.Errorf("metrics: line %q", line)
+		}
+		v, err := strconv.ParseFloat(f[1], 64)
+		if err != nil {
+			return nil, fmt.Errorf("metrics: line %q: %w", line, err)
+		}
+		out[f[0]] = v
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	return out, nil
+}
