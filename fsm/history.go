@@ -46,12 +46,13 @@ func causeOf(name string) uint8 {
 // last million revisions has one: the key, and a deleted key's lease, are
 // read from the record it points at.
 type version struct {
+	// rec is the record a put wrote, or the record a delete removed
+	// (whose key and lease the tombstone reports). First, so that the
+	// collector scans one word of each version.
+	rec *record
 	rev int64
 	// now is the lease-clock time of the command, for retention by age.
-	now int64
-	// rec is the record a put wrote, or the record a delete removed
-	// (whose key and lease the tombstone reports).
-	rec   *record
+	now   int64
 	op    int32
 	cause uint8
 }
@@ -138,16 +139,6 @@ func (h history) latest(key string, rev int64) *version {
 	return found
 }
 
-// hasKey reports whether the history holds any version of key.
-func (h history) hasKey(key string) bool {
-	found := false
-	h.byKey.AscendGreaterOrEqual(keyPivot(key, math.MinInt64, 0), func(v *version) bool {
-		found = v.key() == key
-		return false
-	})
-	return found
-}
-
 // recordChanges adds a command's events to the history, then compacts what
 // the retention limits no longer keep. prevs[i] is the record events[i]
 // replaced or deleted (nil when the key did not exist), as the command's
@@ -161,8 +152,11 @@ func (s *State) recordChanges(events []schema.Event, now int64) {
 			prev = s.prevs[i]
 		}
 		// The first change of a key since the floor passed it: its
-		// record until now is the version the key had at the floor.
-		if prev != nil && !h.hasKey(e.Key) {
+		// record until now is the version the key had at the floor. The
+		// history holds a version of a key exactly when the key changed
+		// above the floor, so its record says whether this is the first
+		// without a lookup.
+		if prev != nil && prev.modRevision <= h.floor {
 			h.byKey.ReplaceOrInsert(&version{rev: prev.modRevision, cause: causePut, rec: prev})
 		}
 		v := &version{rev: e.Revision, op: int32(e.OpIndex), cause: causeOf(e.Cause), now: now}

@@ -15,16 +15,19 @@ const btreeDegree = 32
 // record is one key's current value. Records are immutable once in the tree:
 // a write replaces the pointer, so a cloned tree (a snapshot in progress)
 // keeps seeing the old record.
+//
+// The pointers come first: the collector scans an object only up to its
+// last pointer, and there is one record per key.
 type record struct {
-	key            string
-	value          json.RawMessage
+	key   string
+	value json.RawMessage
+	// extra holds the put's content type and metadata; nil, one pointer,
+	// for the many records without them.
+	extra          *recordExtra
 	createRevision int64
 	modRevision    int64
 	version        int64
 	lease          int64
-	// extra holds the put's content type and metadata; nil, one pointer,
-	// for the many records without them.
-	extra *recordExtra
 }
 
 // recordExtra is what a put may carry besides its value, stored and
