@@ -248,38 +248,54 @@ func BenchmarkApplyIdempotentRetry(b *testing.B) {
 }
 
 // BenchmarkKeyCost reports what one key costs: bytes of Go heap (record,
-// key, value, its version in the history, the index entries) and bytes of
-// snapshot, for keys shaped as make bench-scale writes them (16-byte keys,
-// 100-byte values, written once, default retention, so every key still has
-// its version in the history). One iteration builds the whole state, so
-// run it with -benchtime 1x.
+// key, value, its version in the history, the index entries, and for keys
+// on a lease the attachment) and bytes of snapshot, for keys shaped as make
+// bench-scale writes them (16-byte keys, 100-byte values, written once,
+// default retention, so every key still has its version in the history).
+// One iteration builds the whole state, so run it with -benchtime 1x.
 func BenchmarkKeyCost(b *testing.B) {
 	const keys = 200_000
 	value := val(`"` + strings.Repeat("v", 98) + `"`)
-	cmds := encodeAll(b, keys, func(i int) (int64, any) {
-		return t0, &Put{Key: fmt.Sprintf("scale.%d.%08d", i/100_000, i), Value: value}
-	})
-	for i := 0; i < b.N; i++ {
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		s := New()
-		for _, c := range cmds {
-			if r := s.Apply(c); r.Err != nil {
-				b.Fatal(r.Err)
+	for _, c := range []struct {
+		name string
+		// leases is how many leases the keys share; 0 puts them on none.
+		leases int
+	}{{"plain", 0}, {"on-1000-leases", 1000}} {
+		b.Run(c.name, func(b *testing.B) {
+			var cmds [][]byte
+			for l := 0; l < c.leases; l++ {
+				cmds = append(cmds, encode(b, t0, &Grant{TTL: 3600}))
 			}
-		}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		size, err := s.Snapshot().WriteTo(io.Discard)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if s.KeyCount() != keys || s.HistoryChanges() != keys {
-			b.Fatalf("%d keys, %d changes in the history, want %d of each", s.KeyCount(), s.HistoryChanges(), keys)
-		}
-		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/keys, "heap-B/key")
-		b.ReportMetric(float64(size)/keys, "snapshot-B/key")
-		runtime.KeepAlive(s)
+			cmds = append(cmds, encodeAll(b, keys, func(i int) (int64, any) {
+				p := &Put{Key: fmt.Sprintf("scale.%d.%08d", i/100_000, i), Value: value}
+				if c.leases > 0 {
+					p.Lease = int64(1 + i%c.leases)
+				}
+				return t0, p
+			})...)
+			for i := 0; i < b.N; i++ {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				s := New()
+				for _, cmd := range cmds {
+					if r := s.Apply(cmd); r.Err != nil {
+						b.Fatal(r.Err)
+					}
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				size, err := s.Snapshot().WriteTo(io.Discard)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if s.KeyCount() != keys || s.HistoryChanges() != keys || s.AttachedKeyCount() != min(c.leases, 1)*keys {
+					b.Fatalf("%d keys (%d attached), %d changes in the history, want %d of each", s.KeyCount(), s.AttachedKeyCount(), s.HistoryChanges(), keys)
+				}
+				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/keys, "heap-B/key")
+				b.ReportMetric(float64(size)/keys, "snapshot-B/key")
+				runtime.KeepAlive(s)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -11,9 +12,11 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/concord-io/concord/service"
 	"github.com/concord-io/concord/service/backupfile"
+	"github.com/concord-io/concord/service/gcpace"
 )
 
 // serveIdentity returns serve's default node id and Raft address, which
@@ -128,6 +131,14 @@ func runServe(args []string) error {
 		if err := servePprof(*pprofListen, cfg.Logger); err != nil {
 			return err
 		}
+	}
+	// The live heap is the dataset: past 64 MiB, the collector may let it
+	// grow by half, not double (gcpace). A GOGC or GOMEMLIMIT the node was
+	// started with is the operator's choice, and stands.
+	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		go gcpace.Default.Run(ctx, time.Second)
 	}
 	svc, err := service.Start(cfg)
 	if err != nil {
