@@ -12,7 +12,10 @@ import (
 
 // handlers maps every request endpoint to its handler. A mutating request
 // is decoded, then proposed (proposes); a read is decoded, then answered
-// from the state once the read barrier allows (readbarrier.go).
+// from the state once the read barrier allows (readbarrier.go): a look-up
+// of one key or one lease under the state's read lock, anything that may
+// walk many entries on a view taken after the barrier (stateMachine.view),
+// so that Apply never waits for it.
 func (s *Service) handlers() map[subjects.Endpoint]handlerFunc {
 	return map[subjects.Endpoint]handlerFunc{
 		subjects.LeaseGrant:         proposes(s, noBodyKey(s.dec.grant)),
@@ -79,9 +82,7 @@ func (s *Service) handleChanges(ctx context.Context, m *nats.Msg) (any, *schema.
 		return nil, e
 	}
 	q.MaxBytes = int(s.maxPayload) - replyHeadroom
-	var reply *schema.KVChangesReply
-	var err error
-	s.sm.read(func(st *fsm.State) { reply, err = st.Changes(q) })
+	reply, err := s.sm.view().Changes(q)
 	if err != nil {
 		return nil, errorFor(err)
 	}
@@ -99,7 +100,13 @@ func (s *Service) handleInfo(ctx context.Context, m *nats.Msg) (any, *schema.Err
 	}
 	var info *schema.LeaseInfo
 	var err error
-	s.sm.read(func(st *fsm.State) { info, err = st.LeaseInfo(req.ID, req.Keys, max(now, st.Now())) })
+	if req.Keys {
+		// Its keys may be many.
+		v := s.sm.view()
+		info, err = v.LeaseInfo(req.ID, true, max(now, v.Now()))
+	} else {
+		s.sm.read(func(st *fsm.State) { info, err = st.LeaseInfo(req.ID, false, max(now, st.Now())) })
+	}
 	if err != nil {
 		return nil, errorFor(err)
 	}
@@ -115,11 +122,8 @@ func (s *Service) handleList(ctx context.Context, m *nats.Msg) (any, *schema.Err
 	if e != nil {
 		return nil, e
 	}
-	var reply *schema.LeaseListReply
-	s.sm.read(func(st *fsm.State) {
-		reply = st.LeaseList(req.IncludeAnonymous, req.After, req.Limit, max(now, st.Now()))
-	})
-	return reply, nil
+	v := s.sm.view()
+	return v.LeaseList(req.IncludeAnonymous, req.After, req.Limit, max(now, v.Now())), nil
 }
 
 func (s *Service) handleGet(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
@@ -134,7 +138,13 @@ func (s *Service) handleGet(ctx context.Context, m *nats.Msg) (any, *schema.Erro
 	req.q.MaxBytes = int(s.maxPayload) - replyHeadroom
 	var reply *schema.KVGetReply
 	var err error
-	s.sm.read(func(st *fsm.State) { reply, err = st.GetAt(req.q, req.revision, max(now, st.Now())) })
+	if !req.q.IsPrefix && !req.q.IsRange {
+		// One key, at the present or a past revision: a look-up.
+		s.sm.read(func(st *fsm.State) { reply, err = st.GetAt(req.q, req.revision, max(now, st.Now())) })
+	} else {
+		v := s.sm.view()
+		reply, err = v.GetAt(req.q, req.revision, max(now, v.Now()))
+	}
 	if err != nil {
 		return nil, errorFor(err)
 	}
@@ -150,9 +160,7 @@ func (s *Service) handleHistory(ctx context.Context, m *nats.Msg) (any, *schema.
 		return nil, e
 	}
 	req.q.MaxBytes = int(s.maxPayload) - replyHeadroom
-	var reply *schema.KVHistoryReply
-	var err error
-	s.sm.read(func(st *fsm.State) { reply, err = st.History(req.q) })
+	reply, err := s.sm.view().History(req.q)
 	if err != nil {
 		return nil, errorFor(err)
 	}

@@ -18,7 +18,7 @@ import (
 
 // startTest starts an in-process node on random ports in a temp dir and
 // waits until it leads.
-func startTest(t *testing.T, mod func(*Config)) (*Service, *nats.Conn) {
+func startTest(t testing.TB, mod func(*Config)) (*Service, *nats.Conn) {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.DataDir = t.TempDir()

@@ -23,6 +23,10 @@ import (
 type stateMachine struct {
 	mu    sync.RWMutex
 	state *fsm.State
+	// cachedView is a view of state as it stands, taken by the first read
+	// that needed one since the last apply and shared by those after it;
+	// nil when none was taken since. Guarded by mu.
+	cachedView *fsm.View
 
 	applied appliedIndex
 	// onEvents is called from the Raft FSM goroutine, in log order, outside mu.
@@ -85,6 +89,7 @@ func (m *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 	if len(logs) > 0 {
 		// Under the lock, so the applied index always matches the state.
 		m.applied.set(logs[len(logs)-1].Index)
+		m.cachedView = nil
 	}
 	m.mu.Unlock()
 	for i, rs := range results {
@@ -116,11 +121,34 @@ func (m *stateMachine) sinceClockMoved(start time.Time) time.Duration {
 	return time.Since(t)
 }
 
-// read runs f with the state locked for reading.
+// read runs f with the state locked for reading: Apply waits until f
+// returns, so f must be short (a look-up, not a walk over many keys).
 func (m *stateMachine) read(f func(*fsm.State)) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	f(m.state)
+}
+
+// view returns a point-in-time view of the state as it stands, for a read
+// that walks many keys: it runs on the view without the lock, so Apply
+// does not wait for it. Taking a view holds the lock for a moment (a btree
+// Clone writes to the tree it clones, so not under the read lock), and
+// makes the next writes copy the tree nodes on their paths, so a read that
+// looks one thing up uses read instead. Reads between two applies share
+// one view.
+func (m *stateMachine) view() *fsm.View {
+	m.mu.RLock()
+	v := m.cachedView
+	m.mu.RUnlock()
+	if v != nil {
+		return v
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cachedView == nil {
+		m.cachedView = m.state.View()
+	}
+	return m.cachedView
 }
 
 // digest returns the applied index and revision and, when withHash, the
@@ -163,7 +191,7 @@ func (m *stateMachine) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
 	m.mu.Lock()
-	m.state = ns
+	m.state, m.cachedView = ns, nil
 	m.mu.Unlock()
 	m.applied.set(applied)
 	return nil
