@@ -96,10 +96,16 @@ type NodeInfo struct {
 	// (fsm.LogFormat); 0 from releases that do not say, which read
 	// single-command entries only.
 	LogFormat int `json:"log_format,omitempty"`
+	// Activity says what keeps the node from serving, while something
+	// does: "restoring snapshot, 412 MB of 980 MB", "replaying log, entry
+	// 5000 of 80000", "waiting for a leader". Empty when the node leads
+	// and serves, or follows a leader with its log applied.
+	Activity string `json:"activity,omitempty"`
 }
 
-// NodeStateStarting is the state a node reports before its Raft starts,
-// while it checks the bus for other clusters.
+// NodeStateStarting is the state a node reports before its Raft starts:
+// while it checks the bus for other clusters, and while it restores its
+// snapshot.
 const NodeStateStarting = "starting"
 
 // ClusterSnapshotRequest is the body of P.cluster.snapshot.

@@ -551,6 +551,12 @@ func sampleNode(id string, hash bool) NodeInfo {
 		ni.StateHash = sampleHash
 		ni.Conflict = sampleConflict
 	}
+	if hash {
+		ni.Activity = "replaying log, entry 1849 of 1850"
+		if id == "n1" {
+			ni.Activity = "taking over as leader"
+		}
+	}
 	return ni
 }
 

@@ -286,25 +286,16 @@ func (s *Service) refuseBootstrap(r probeResult) error {
 // links that is: until they are, interest from the servers behind them is
 // unknown, and a quiet bus proves nothing.
 func (s *Service) waitNATSLinks(deadline time.Time) (int, error) {
-	opts := s.nsOpts
-	routes := remoteRoutes(opts.Routes, opts.Cluster.Host, opts.Cluster.Port)
-	leafs := len(opts.LeafNode.Remotes)
-	gateways := 0
-	for _, g := range opts.Gateway.Gateways {
-		if g.Name != opts.Gateway.Name {
-			gateways++
-		}
-	}
+	want := s.natsLinkTargets()
+	routes, leafs, gateways := want.routes, want.leafs, want.gateways
 	for {
-		have := s.routedServers()
-		haveLeafs := s.ns.NumLeafNodes()
-		haveGW := s.ns.NumOutboundGateways()
-		if have >= routes && haveLeafs >= leafs && haveGW >= gateways {
-			return routes + leafs + gateways, nil
+		have := s.natsLinkCounts()
+		if have.covers(want) {
+			return want.total(), nil
 		}
 		if time.Now().After(deadline) {
 			return 0, fmt.Errorf("%w: the embedded NATS server is linked to %d of the %d other servers in --nats-routes, %d of %d leaf node remotes and %d of %d gateways after --bootstrap-wait %s; until every configured link is up, another cluster behind one could go unseen. Wait for the other servers (start them, or check the addresses), start this node with --join, or raise --bootstrap-wait",
-				ErrBootstrapRefused, have, routes, haveLeafs, leafs, haveGW, gateways, s.cfg.BootstrapWait)
+				ErrBootstrapRefused, have.routes, routes, have.leafs, leafs, have.gateways, gateways, s.cfg.BootstrapWait)
 		}
 		select {
 		case <-s.ctx.Done():
@@ -312,6 +303,33 @@ func (s *Service) waitNATSLinks(deadline time.Time) (int, error) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// natsLinks counts an embedded server's links to other servers.
+type natsLinks struct{ routes, leafs, gateways int }
+
+func (l natsLinks) total() int { return l.routes + l.leafs + l.gateways }
+
+func (l natsLinks) covers(want natsLinks) bool {
+	return l.routes >= want.routes && l.leafs >= want.leafs && l.gateways >= want.gateways
+}
+
+// natsLinkTargets counts the links the embedded server was configured
+// with (a route to itself excluded).
+func (s *Service) natsLinkTargets() natsLinks {
+	opts := s.nsOpts
+	l := natsLinks{routes: remoteRoutes(opts.Routes, opts.Cluster.Host, opts.Cluster.Port), leafs: len(opts.LeafNode.Remotes)}
+	for _, g := range opts.Gateway.Gateways {
+		if g.Name != opts.Gateway.Name {
+			l.gateways++
+		}
+	}
+	return l
+}
+
+// natsLinkCounts counts the embedded server's connected links.
+func (s *Service) natsLinkCounts() natsLinks {
+	return natsLinks{routes: s.routedServers(), leafs: s.ns.NumLeafNodes(), gateways: s.ns.NumOutboundGateways()}
 }
 
 // routedServers counts the distinct servers the embedded server has a

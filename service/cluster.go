@@ -392,5 +392,6 @@ func (s *Service) serveNodeInfo(m *nats.Msg) {
 	if c := s.conflict.Load(); c != nil {
 		info.Conflict = c.String()
 	}
+	info.Activity = s.activity()
 	s.respond(m, &info, nil)
 }

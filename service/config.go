@@ -120,6 +120,11 @@ type Config struct {
 	// subjects (replyguard.go), so that a test can show what the NATS
 	// permissions alone stop.
 	TestAllowAnyReply bool
+	// TestPauseFile is for tests only (testhook_pause.go): a JSON file
+	// {"hold": [points]} that the node reads at a snapshot restore
+	// ("snapshot-restore") and a snapshot write ("snapshot-persist"), and
+	// that holds it there while it names the point.
+	TestPauseFile string
 
 	// Version is the build's version, which the leader reports to NATS
 	// service discovery (`nats micro info`). It should be a semantic

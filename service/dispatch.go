@@ -42,7 +42,15 @@ func (s *Service) subscribe() error {
 		return fmt.Errorf("register the nats micro service: %w", err)
 	}
 	// Make sure the server has the interest before we call ourselves ready.
-	return s.nc.Flush()
+	if err := s.nc.Flush(); err != nil {
+		return err
+	}
+	// From now on a request reaches this subscription, so the standby
+	// leaves whatever arrives later to it, and stops listening at once
+	// (standby.go).
+	s.servingSince.Store(time.Now().UnixNano())
+	s.setStandby(false)
+	return nil
 }
 
 // unsubscribe stops serving the request subjects and drops the micro
@@ -55,6 +63,7 @@ func (s *Service) unsubscribe() {
 	if s.microSvc == nil {
 		return
 	}
+	s.servingSince.Store(0)
 	if err := s.microSvc.Stop(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 		s.log.Warn("stop the nats micro service", "err", err)
 	}

@@ -59,24 +59,25 @@ func (s *Service) closeHTTP() {
 // the port chosen when the configured one was 0), or "" without one.
 func (s *Service) MetricsAddr() string { return s.httpAddr }
 
-// ErrNotReady is wrapped by Ready's error: the node has no leader, or has
-// not applied everything known to be committed.
+// ErrNotReady is wrapped by Ready's error: the node cannot serve yet
+// (it is starting, restoring its snapshot, replaying its log), knows no
+// leader, or has not applied everything known to be committed.
 var ErrNotReady = errors.New("not ready")
 
-// Ready reports whether the node can serve: it knows a leader, and its
-// state machine has applied every entry it knows to be committed (so a
-// node catching up after a restart or a snapshot install is not ready).
+// Ready reports whether the node can serve: it knows a leader (it serves,
+// if it is the leader), and its state machine has applied every entry it
+// knows to be committed (so a node catching up after a restart or a
+// snapshot install is not ready). Its error says what the node is doing
+// in the words its 503 replies and its node report use (activity).
 func (s *Service) Ready() error {
-	if s.raft == nil {
-		return fmt.Errorf("%w: raft is not running", ErrNotReady)
-	}
 	if c := s.conflict.Load(); c != nil {
 		return fmt.Errorf("%w: %s", ErrNotReady, c)
 	}
-	addr, id := s.raft.LeaderWithID()
-	if addr == "" && id == "" {
-		return fmt.Errorf("%w: no leader", ErrNotReady)
+	if act := s.activity(); act != "" {
+		return fmt.Errorf("%w: %s", ErrNotReady, act)
 	}
+	// activity is "" only once Raft runs and knows a leader.
+	_, id := s.raft.LeaderWithID()
 	// A follower's own commit index stops at the end of its log, so a node
 	// still receiving entries or a snapshot would look caught up: compare
 	// with the leader's.
@@ -92,7 +93,12 @@ func (s *Service) Ready() error {
 	// two at any instant; waiting briefly for it keeps a busy node ready,
 	// while a node that is catching up stays behind and is not.
 	if e := s.reads.applied.wait(commit, readyWait); e != nil {
-		return fmt.Errorf("%w: applied index %d is behind the commit index %d", ErrNotReady, s.sm.applied.get(), commit)
+		applied := s.sm.applied.get()
+		what := s.replay(applied, commit)
+		if what == "" {
+			what = "catching up" // applied got there just now
+		}
+		return fmt.Errorf("%w: %s (applied index %d is behind the leader's commit index %d)", ErrNotReady, what, applied, commit)
 	}
 	return nil
 }

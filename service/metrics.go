@@ -271,10 +271,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descLeaseClock, float64(now)/1000)
 	gauge(descApplied, float64(c.s.sm.applied.get()))
 	ch <- prometheus.MustNewConstMetric(descBatchCount, prometheus.CounterValue, float64(c.s.sm.batchEntries.Load()))
-	r := c.s.raft
-	if r == nil {
-		return
+	if !c.s.raftStarted.Load() {
+		return // /metrics answers from before Raft starts
 	}
+	r := c.s.raft
 	state := r.State()
 	for _, st := range []raft.RaftState{raft.Follower, raft.Candidate, raft.Leader, raft.Shutdown} {
 		v := 0.0

@@ -3,7 +3,9 @@ package service
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -33,6 +35,7 @@ func (s *Service) startRaft() error {
 		return err
 	}
 	hlog := newRaftLogger(s.log.With("component", "raft"))
+	s.phase.Store(int32(phaseOpeningLog))
 	// Migrates a data directory of an older release on its first start.
 	store, err := logstore.Open(dir, logstore.Options{Logger: hlog, Metrics: s.metrics.wal})
 	if err != nil {
@@ -44,6 +47,9 @@ func (s *Service) startRaft() error {
 		return fmt.Errorf("snapshot store: %w", err)
 	}
 	s.snaps = snaps
+	if err := removeTornSnapshots(dir, s.log); err != nil {
+		return err
+	}
 	stream, err := newStreamLayer(s.cfg.RaftAddr)
 	if err != nil {
 		return err
@@ -99,6 +105,7 @@ func (s *Service) startRaft() error {
 	legacy := has && ours == "" && !s.cfg.Join
 	// Before Raft starts: refuse a bus that serves another cluster, and
 	// bootstrap only on positive evidence that none does (busguard.go).
+	s.phase.Store(int32(phaseCheckingBus))
 	switch {
 	case bootstrap:
 		if err := s.checkBootstrap(); err != nil {
@@ -125,6 +132,20 @@ func (s *Service) startRaft() error {
 		return fmt.Errorf("read the raft log: %w", err)
 	}
 	s.sm.countFrom = last
+	s.lastAtStart = last
+	// A restarting node answers for itself on the bus from here, with what
+	// it is doing: restoring its snapshot can take a while, and meanwhile
+	// `concord status` shows it. It answers as starting, with its cluster
+	// id, so another node's bootstrap sees a cluster here (busguard.go).
+	// A bootstrapping node answers already; a joining node only once its
+	// Raft runs (below), since a node starting without a cluster stops a
+	// bootstrap that hears it.
+	if has {
+		if err := s.serveNodeInfoSubjects(); err != nil {
+			return err
+		}
+	}
+	s.phase.Store(int32(phaseStartingRaft))
 	// Recent entries stay in memory: the leader reads each entry back to
 	// send it to the followers, and every node reads it again to apply it;
 	// without the cache each of those is a read from the segment file.
@@ -132,13 +153,20 @@ func (s *Service) startRaft() error {
 	if err != nil {
 		return fmt.Errorf("raft log cache: %w", err)
 	}
-	r, err := raft.NewRaft(conf, s.sm, logs, store, snaps, s.trans)
+	// Raft restores the newest snapshot inside NewRaft; raftFSM and
+	// sizedSnapshots report how far it has read (startup.go).
+	r, err := raft.NewRaft(conf, raftFSM{stateMachine: s.sm, s: s}, logs, store, sizedSnapshots{SnapshotStore: snaps, restore: &s.restore}, s.trans)
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}
 	s.reads = newReadBarrier(r, appliedWaiter{applied: &s.sm.applied, log: store}, &s.clock, s.cfg.ApplyTimeout)
+	s.replayFrom = s.sm.applied.get()
 	s.raft = r
+	s.phase.Store(int32(phaseRaft))
 	s.raftStarted.Store(true)
+	if err := s.serveNodeInfoSubjects(); err != nil {
+		return err
+	}
 	if legacy {
 		if err := s.adoptLegacyClusterID(); err != nil {
 			return err
@@ -186,4 +214,25 @@ func (s *Service) adoptLegacyClusterID() error {
 		return err
 	}
 	return datadir.WriteClusterID(s.cfg.DataDir, id)
+}
+
+// removeTornSnapshots deletes the snapshots a crash left half-written.
+// Raft writes a snapshot into <id>.tmp and renames it once complete, and
+// ignores a .tmp directory when it lists snapshots, but never deletes one:
+// each kill during a snapshot write would leave a snapshot's worth of disk
+// behind for good. Nothing reads them (Raft's log still holds every entry
+// the torn snapshot covered), and no other process writes here: the log
+// store holds the data directory's lock.
+func removeTornSnapshots(dir string, log *slog.Logger) error {
+	torn, err := filepath.Glob(filepath.Join(dir, "snapshots", "*.tmp"))
+	if err != nil {
+		return fmt.Errorf("look for torn snapshots: %w", err)
+	}
+	for _, t := range torn {
+		if err := os.RemoveAll(t); err != nil {
+			return fmt.Errorf("remove a torn snapshot: %w", err)
+		}
+		log.Warn("removed a snapshot that a crash left half-written", "path", t)
+	}
+	return nil
 }

@@ -86,9 +86,27 @@ type Service struct {
 	// replyLog spaces the log lines about refused reply subjects.
 	replyLog rateLimit
 
-	// raftStarted is set once s.raft is assigned; node info reads s.raft
-	// only after it, since it answers from before Raft starts.
+	// raftStarted is set once s.raft is assigned; node info, /readyz,
+	// /metrics and the standby read s.raft only after it, since they
+	// answer from before Raft starts.
 	raftStarted atomic.Bool
+	// phase is the startPhase until Raft runs (startup.go).
+	phase atomic.Int32
+	// restore is the progress of the snapshot restore that runs, if any.
+	restore restoreProgress
+	// replayFrom is the applied index when Raft started (what the
+	// snapshot restored) and lastAtStart the last index of the log then:
+	// a restart replays the entries between them. Set before raftStarted.
+	replayFrom, lastAtStart uint64
+	// servingSince is when this node's leader subscription came up (unix
+	// nanoseconds), 0 while it has none (dispatch.go).
+	servingSince atomic.Int64
+	// standby answers requests with 503 while this node cannot serve and
+	// no other node leads (standby.go).
+	standby standby
+	// pause is the test hook that holds a snapshot restore or write
+	// (testhook_pause.go); nil unless a test set one.
+	pause *testPause
 	// nodeInfoSubscribed is set once this node answers for itself; only
 	// start-up touches it.
 	nodeInfoSubscribed bool
@@ -124,6 +142,7 @@ func Start(cfg Config) (*Service, error) {
 		fenceCh:  make(chan struct{}, 1),
 		reqStats: newRequestStats(subjects.Endpoints),
 	}
+	s.standby.held = make(chan heldRequest, standbyMaxPending)
 	s.proposer = newProposer(s.applyEntry, false)
 	s.formats = newFormatGate(s.proposer.batching.Store)
 	s.started = time.Now()
@@ -197,18 +216,21 @@ func (s *Service) start() error {
 	s.sm.onSnapshot = s.metrics.observeSnapshot
 	s.goRun(s.pub.run)
 	s.probePrefix = nats.NewInbox()
-	if err := s.startRaft(); err != nil {
-		return err
+	if s.cfg.TestPauseFile != "" {
+		s.pause = &testPause{path: s.cfg.TestPauseFile, log: s.log, done: s.ctx.Done()}
 	}
-	if err := s.serveNodeInfoSubjects(); err != nil {
-		return err
-	}
-	s.goRun(func(ctx context.Context) { s.metrics.watchLeaders(s.raft, ctx.Done()) })
+	// From here on the node is never silent: until it serves, the standby
+	// answers requests with what it is doing, and /readyz says the same.
+	s.goRun(s.runStandby)
 	if s.cfg.MetricsListen != "" {
 		if err := s.serveHTTP(s.cfg.MetricsListen); err != nil {
 			return err
 		}
 	}
+	if err := s.startRaft(); err != nil {
+		return err
+	}
+	s.goRun(func(ctx context.Context) { s.metrics.watchLeaders(s.raft, ctx.Done()) })
 	s.goRun(s.runBusWatch)
 	s.goRun(s.runLeadership)
 	s.log.Info("concord started", "node", s.cfg.NodeID, "nats", url, "raft", s.cfg.RaftAddr, "data_dir", s.cfg.DataDir, "prefix", s.cfg.SubjectPrefix)

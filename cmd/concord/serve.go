@@ -63,6 +63,7 @@ func runServe(args []string) error {
 	fs.DurationVar(&cfg.RaftElectionTimeout, "raft-election-timeout", cfg.RaftElectionTimeout, "how long a candidate waits for votes")
 	fs.DurationVar(&cfg.RaftLeaderLeaseTimeout, "raft-leader-lease-timeout", cfg.RaftLeaderLeaseTimeout, "how long a leader keeps leading without hearing from a quorum")
 	fs.StringVar(&cfg.TestFaultFile, "test-fault-file", "", "for tests only: a JSON file {\"block\": [raft addresses]} of peers to cut off")
+	fs.StringVar(&cfg.TestPauseFile, "test-pause-file", "", "for tests only: a JSON file {\"hold\": [\"snapshot-restore\", \"snapshot-persist\"]} of points where the node waits while the file names them")
 	fs.StringVar(&cfg.NATSListen, "nats-listen", cfg.NATSListen, "client address of the embedded NATS server; with --nats-config the file's listen/host/port wins unless this flag is given")
 	fs.StringVar(&cfg.SubjectPrefix, "subject-prefix", cfg.SubjectPrefix, "first token(s) of every Concord subject")
 	fs.DurationVar(&cfg.TickInterval, "tick", cfg.TickInterval, "lease expiry tick: bounds clock staleness after a restart")
