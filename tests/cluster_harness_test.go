@@ -21,9 +21,10 @@ type cluster struct {
 	t     *testing.T
 	dir   string
 	nodes []*node
-	// per node: NATS client URL, Raft address, fault-switch file, and the
-	// operator listener (/metrics, /readyz)
-	urls, raftAddrs, faults, metricsAddrs []string
+	// per node: NATS client URL, Raft address, fault-switch file, pause
+	// file (--test-pause-file), and the operator listener (/metrics,
+	// /readyz)
+	urls, raftAddrs, faults, pauses, metricsAddrs []string
 }
 
 // startCluster starts size nodes: n1 bootstraps, the others join. extra
@@ -39,6 +40,7 @@ func startCluster(t *testing.T, size int, extra ...string) *cluster {
 		c.urls = append(c.urls, fmt.Sprintf("nats://127.0.0.1:%d", freePort(t)))
 		c.raftAddrs = append(c.raftAddrs, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
 		c.faults = append(c.faults, filepath.Join(c.dir, fmt.Sprintf("faults-n%d.json", i+1)))
+		c.pauses = append(c.pauses, filepath.Join(c.dir, fmt.Sprintf("pause-n%d.json", i+1)))
 		c.metricsAddrs = append(c.metricsAddrs, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
 	}
 	// Registered first, so a node that fails to start still shows its log.
@@ -68,6 +70,7 @@ func startCluster(t *testing.T, size int, extra ...string) *cluster {
 			"--nats-cluster", fmt.Sprintf("127.0.0.1:%d", clusterPorts[i]),
 			"--nats-routes", strings.Join(routes, ","),
 			"--test-fault-file", c.faults[i],
+			"--test-pause-file", c.pauses[i],
 			"--metrics-listen", c.metricsAddrs[i],
 			mode}
 		args = append(args, extra...)
