@@ -104,6 +104,8 @@ type Service struct {
 	// standby answers requests with 503 while this node cannot serve and
 	// no other node leads (standby.go).
 	standby standby
+	// stopping is set when Close begins.
+	stopping atomic.Bool
 	// pause is the test hook that holds a snapshot restore or write
 	// (testhook_pause.go); nil unless a test set one.
 	pause *testPause
@@ -294,6 +296,7 @@ func (s *Service) IsLeader() bool {
 func (s *Service) Close() error {
 	var errs []error
 	s.closed.Do(func() {
+		s.stopping.Store(true) // the standby stays down (standby.go)
 		s.closeHTTP()
 		s.unsubscribe()
 		// No more events: an apply must not wait on a publisher that is

@@ -135,11 +135,12 @@ func (s *Service) runStandby(ctx context.Context) {
 }
 
 // standbyWanted decides whether the standby should be subscribed: not
-// while this node serves, nor while another node is known to lead. When
+// while this node serves or stops, nor while another node is known to
+// lead. When
 // only the bus can tell (Raft does not run yet, or knows no leader), it
 // must have been asked since it settled (settledAt, 0 until then).
 func (s *Service) standbyWanted(settledAt int64) bool {
-	if s.serving() {
+	if s.serving() || s.stopping.Load() {
 		return false
 	}
 	if !s.raftKnowsLeader() {
