@@ -53,3 +53,34 @@ func BenchmarkGetAt(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGetAtHotPage is the shape of concord bench get-at-revision: a
+// prefix of 100,000 keys whose first 1,000 were each written 20 more times,
+// read as its first page of 1,000 (the reply counts all 100,000), at the
+// present and 10,000 revisions back, when every key of the page had
+// changed since.
+func BenchmarkGetAtHotPage(b *testing.B) {
+	s := New()
+	mustApply(b, s, t0, benchLimits)
+	for i := 0; i < 100_000; i++ {
+		mustApply(b, s, t0, &Put{Key: fmt.Sprintf("k.%06d", i), Value: val(`"` + fmt.Sprint(i) + `"`)})
+	}
+	for i := 0; i < 20_000; i++ {
+		mustApply(b, s, t0, &Put{Key: fmt.Sprintf("k.%06d", i%1000), Value: val(fmt.Sprint(i))})
+	}
+	q := GetQuery{Key: "k.", IsPrefix: true, Limit: 1000}
+	for _, at := range []struct {
+		name string
+		rev  int64
+	}{{"present", 0}, {"past10k", s.Revision() - 10_000}} {
+		b.Run(at.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				r, err := s.GetAt(q, at.rev, s.Now())
+				if err != nil || len(r.KVs) != 1000 || r.Count != 100_000 {
+					b.Fatalf("read: %d records of %d, %v", len(r.KVs), r.Count, err)
+				}
+			}
+		})
+	}
+}
