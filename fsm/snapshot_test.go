@@ -27,6 +27,7 @@ const (
 	goldenV2 = "testdata/snapshot-v2.golden"
 	goldenV3 = "testdata/snapshot-v3.golden"
 	goldenV4 = "testdata/snapshot-v4.golden"
+	goldenV5 = "testdata/snapshot-v5.golden"
 )
 
 // goldenSteps is the fixed command sequence behind snapshot-v1.golden. Its
@@ -127,7 +128,7 @@ func readGoldenFile(t testing.TB, path string) []byte {
 	return data
 }
 
-// The snapshot of the v3 golden sequence is byte for byte the v4 golden
+// The snapshot of the v4 golden sequence is byte for byte the v5 golden
 // file: the current encoding has not changed. If it must change, bump
 // SnapshotVersion, add a new golden file, and keep the old ones and their
 // restore tests. -update rewrites only the current version's file.
@@ -136,18 +137,38 @@ func TestSnapshotGoldenWrite(t *testing.T) {
 	run(t, s, goldenStepsV4()...)
 	got := snap(t, s)
 	if *update {
-		if err := os.MkdirAll(filepath.Dir(goldenV4), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(goldenV5), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(goldenV4, got, 0o644); err != nil {
+		if err := os.WriteFile(goldenV5, got, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("wrote %s", goldenV4)
+		t.Logf("wrote %s", goldenV5)
 	}
-	if want := readGoldenFile(t, goldenV4); !bytes.Equal(got, want) {
-		t.Fatalf("snapshot differs from %s:\ngot:\n%s\nwant:\n%s", goldenV4, got, want)
+	if want := readGoldenFile(t, goldenV5); !bytes.Equal(got, want) {
+		t.Fatalf("snapshot differs from %s:\ngot:  %q\nwant: %q", goldenV5, got, want)
 	}
-	eq(t, "golden file of the current version", SnapshotVersion, 4)
+	eq(t, "golden file of the current version", SnapshotVersion, 5)
+}
+
+// Version 4 is still written on request, byte for byte as before: the
+// same steps give the v4 golden file.
+func TestSnapshotGoldenWriteV4(t *testing.T) {
+	s := New()
+	run(t, s, goldenStepsV4()...)
+	var buf bytes.Buffer
+	n, err := s.Snapshot().WriteVersion(&buf, 4)
+	if err != nil || n != int64(buf.Len()) {
+		t.Fatalf("WriteVersion(4): %d bytes of %d, %v", n, buf.Len(), err)
+	}
+	if want := readGoldenFile(t, goldenV4); !bytes.Equal(buf.Bytes(), want) {
+		t.Fatalf("version 4 differs from %s:\ngot:\n%s\nwant:\n%s", goldenV4, buf.Bytes(), want)
+	}
+	for _, v := range []int{0, 1, 2, 3, 6} {
+		if _, err := s.Snapshot().WriteVersion(io.Discard, v); !errors.Is(err, ErrBadSnapshot) {
+			t.Errorf("WriteVersion(%d): %v, want ErrBadSnapshot", v, err)
+		}
+	}
 }
 
 // The v2 golden restores with its idempotency cache: a retry gets the
@@ -225,16 +246,31 @@ func TestSnapshotGoldenV3Restore(t *testing.T) {
 
 // The v4 golden restores with its history and its floor, exactly as
 // written down here, answers Changes from it, remembers the KeepAliveMany
-// reply, and writes back to the same bytes.
+// reply, and writes back to the same bytes, and to the v5 golden file in
+// the current version.
 func TestSnapshotGoldenV4Restore(t *testing.T) {
-	data := readGoldenFile(t, goldenV4)
+	testSnapshotGoldenV4State(t, goldenV4)
+}
+
+// The v5 golden file is the same state as the v4 one, and restores to it.
+func TestSnapshotGoldenV5Restore(t *testing.T) {
+	testSnapshotGoldenV4State(t, goldenV5)
+}
+
+func testSnapshotGoldenV4State(t *testing.T, path string) {
+	data := readGoldenFile(t, path)
 	s := restored(t, data)
 	const now = t0 + 5_700
 	eq(t, "revision", s.Revision(), int64(15))
 	eq(t, "now", s.Now(), int64(now))
 	eq(t, "limits", s.Limits(), Limits{MaxLeases: 1000, MaxKeysPerLease: 100, IdempotencyEntries: 100_000, IdempotencyRevisions: 10_000,
 		HistoryRevisions: 4, HistoryAgeMS: 4_000})
-	eq(t, "rewritten", string(snap(t, s)), string(data))
+	var v4 bytes.Buffer
+	if _, err := s.Snapshot().WriteVersion(&v4, 4); err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "rewritten in version 4", v4.String(), string(readGoldenFile(t, goldenV4)))
+	eq(t, "rewritten", string(snap(t, s)), string(readGoldenFile(t, goldenV5)))
 	built := New()
 	run(t, built, goldenStepsV4()...)
 	eq(t, "digest", stateDigest(s), stateDigest(built))
@@ -505,7 +541,8 @@ func TestRestoreRejectsBadSnapshots(t *testing.T) {
 		{"wrong format", mutateLine(golden, 0, replace(`"concord.fsm"`, `"concord.kv"`))},
 		{"no format", mutateLine(golden, 0, replace(`"format":"concord.fsm",`, ``))},
 		{"version 0", mutateLine(golden, 0, replace(`"version":1`, `"version":0`))},
-		{"version 5", mutateLine(golden, 0, replace(`"version":1`, `"version":5`))},
+		{"version 5 in JSON", mutateLine(golden, 0, replace(`"version":1`, `"version":5`))},
+		{"version 6", mutateLine(golden, 0, replace(`"version":1`, `"version":6`))},
 		{"no version", mutateLine(golden, 0, replace(`"version":1,`, ``))},
 		{"negative version", mutateLine(golden, 0, replace(`"version":1`, `"version":-1`))},
 		{"version as string", mutateLine(golden, 0, replace(`"version":1`, `"version":"1"`))},
@@ -538,6 +575,7 @@ func TestRestoreRejectsBadSnapshots(t *testing.T) {
 
 	cases = append(cases, badV3Snapshots(t)...)
 	cases = append(cases, badV4Snapshots(t)...)
+	cases = append(cases, badV5Snapshots(t)...)
 
 	s := goldenState(t)
 	mustApply(t, s, s.Now(), &Put{Key: "after.golden", Value: val(`1`), TTL: 3})
@@ -572,6 +610,7 @@ func TestRestoreReadError(t *testing.T) {
 		{goldenV1, dropChangeHistory(goldenState(t))},
 		{goldenV3, dropChangeHistory(goldenStateV3(t))},
 		{goldenV4, goldenStateV4(t)},
+		{goldenV5, goldenStateV4(t)},
 	} {
 		golden := readGoldenFile(t, g.path)
 		s := New()
@@ -642,7 +681,7 @@ func TestSnapshotLayout(t *testing.T) {
 	}
 	eq(t, "header", h, snapshotHeader{Format: SnapshotFormat, Version: 1, Revision: 10, NextLeaseID: 11,
 		Now: t0 + 5_000, Limits: Limits{MaxLeases: 1000, MaxKeysPerLease: 100}, Leases: 3, Keys: 5})
-	eq(t, "format constants", [2]any{SnapshotFormat, SnapshotVersion}, [2]any{"concord.fsm", 4})
+	eq(t, "format constants", [2]any{SnapshotFormat, SnapshotVersion}, [2]any{"concord.fsm", 5})
 	var ids []int64
 	for _, l := range lines[1:4] {
 		var sl snapshotLease
@@ -713,10 +752,11 @@ func TestRestoredCounterSkipsTakenIDs(t *testing.T) {
 	eq(t, "ids", got, []int64{8, 10, 11})
 }
 
-// An empty state round-trips too.
+// An empty state round-trips too: the magic line, the header frame and
+// the end frame.
 func TestSnapshotEmptyState(t *testing.T) {
 	data := snap(t, New())
-	eq(t, "lines", bytes.Count(data, []byte("\n")), 1)
+	eq(t, "frames", frameKinds(t, data), "HE")
 	s := restored(t, data)
 	eq(t, "digest", stateDigest(s), stateDigest(New()))
 	eq(t, "limits", s.Limits(), DefaultLimits)
