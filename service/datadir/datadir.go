@@ -30,8 +30,15 @@ const (
 )
 
 // SnapshotsRetained is how many Raft snapshots the node's file snapshot
-// store keeps; a restore opens the store with the same retention.
-const SnapshotsRetained = 2
+// store keeps; a restore opens the store with the same retention. One is
+// all Raft needs: its FileSnapshotStore writes a new snapshot into a
+// temporary directory, syncs it, renames it into place, syncs the parent,
+// and only then reaps the snapshots beyond this count
+// (FileSnapshotSink.Close in hashicorp/raft), and Raft compacts its log
+// only after that; a crash during the write leaves the previous snapshot
+// and the log after it. Keeping a second one would only be a spare copy
+// of the state, as large as the first.
+const SnapshotsRetained = 1
 
 // ErrNodeIDMismatch reports a data directory that belongs to another node.
 var ErrNodeIDMismatch = errors.New("data directory belongs to another node")

@@ -6,7 +6,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/hashicorp/raft"
 )
 
 func TestCheckNodeID(t *testing.T) {
@@ -103,5 +106,119 @@ func TestSnapshotFrame(t *testing.T) {
 	}
 	if _, err := ReadSnapshotFrame(bytes.NewReader([]byte{1, 2, 3})); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("short frame: %v, want io.ErrUnexpectedEOF", err)
+	}
+}
+
+// snapshotOf creates a Raft snapshot at index holding data, in the store
+// the node opens (the same retention), and closes it unless cut is set,
+// in which case only half of data is written and the sink is left open,
+// as a crash during the write would leave it.
+func snapshotOf(t *testing.T, store *raft.FileSnapshotStore, index uint64, data string, cut bool) {
+	t.Helper()
+	_, trans := raft.NewInmemTransport("127.0.0.1:1")
+	t.Cleanup(func() { trans.Close() })
+	conf := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: "n1", Address: "127.0.0.1:1"}}}
+	sink, err := store.Create(raft.SnapshotVersionMax, index, 1, conf, index, trans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cut {
+		if _, err := sink.Write([]byte(data[:len(data)/2])); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if _, err := sink.Write([]byte(data)); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// snapshotDirs lists the directories of the snapshot store.
+func snapshotDirs(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(dir, "snapshots"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// openSnapshot returns the data of the newest snapshot the store lists.
+func openSnapshot(t *testing.T, store *raft.FileSnapshotStore) (uint64, string) {
+	t.Helper()
+	list, err := store.List()
+	if err != nil || len(list) == 0 {
+		t.Fatalf("list: %v, %v", list, err)
+	}
+	_, rc, err := store.Open(list[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list[0].Index, string(data)
+}
+
+// After two snapshots the store holds one, the newer: Raft reaps the older
+// only once the newer is complete.
+func TestOneSnapshotRetained(t *testing.T) {
+	dir := t.TempDir()
+	store, err := raft.NewFileSnapshotStore(dir, SnapshotsRetained, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapshotOf(t, store, 10, "first state", false)
+	snapshotOf(t, store, 20, "second state", false)
+	if dirs := snapshotDirs(t, dir); len(dirs) != 1 {
+		t.Fatalf("snapshot directories after two snapshots: %v", dirs)
+	}
+	if index, data := openSnapshot(t, store); index != 20 || data != "second state" {
+		t.Fatalf("the snapshot kept is at %d, holding %q", index, data)
+	}
+}
+
+// A snapshot whose writing was cut short leaves the previous one whole and
+// in place: a store opened again, as after a crash, lists and opens it.
+func TestSnapshotCutShortKeepsThePreviousOne(t *testing.T) {
+	dir := t.TempDir()
+	store, err := raft.NewFileSnapshotStore(dir, SnapshotsRetained, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapshotOf(t, store, 10, "first state", false)
+	snapshotOf(t, store, 20, "second state", true)
+	if dirs := snapshotDirs(t, dir); len(dirs) != 2 || !strings.HasSuffix(dirs[1], ".tmp") && !strings.HasSuffix(dirs[0], ".tmp") {
+		t.Fatalf("snapshot directories during the second write: %v", dirs)
+	}
+	again, err := raft.NewFileSnapshotStore(dir, SnapshotsRetained, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if index, data := openSnapshot(t, again); index != 10 || data != "first state" {
+		t.Fatalf("after a cut write: the snapshot at %d, holding %q", index, data)
+	}
+	// The next snapshot completes, and is the only finished one.
+	snapshotOf(t, again, 30, "third state", false)
+	if index, data := openSnapshot(t, again); index != 30 || data != "third state" {
+		t.Fatalf("the next snapshot: at %d, holding %q", index, data)
+	}
+	finished := 0
+	for _, d := range snapshotDirs(t, dir) {
+		if !strings.HasSuffix(d, ".tmp") {
+			finished++
+		}
+	}
+	if finished != 1 {
+		t.Fatalf("finished snapshots: %v", snapshotDirs(t, dir))
 	}
 }
