@@ -6,10 +6,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/concord-io/concord/client"
+	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
 )
 
@@ -32,8 +34,17 @@ func TestBackup(t *testing.T) {
 	if int64(buf.Len()) != b.Size || hex.EncodeToString(sum[:]) != b.SHA256 || b.Revision < p.Revision || b.Format != "concord.fsm" {
 		t.Fatalf("backup %+v of %d bytes", b, buf.Len())
 	}
-	if !bytes.HasPrefix(buf.Bytes(), []byte(`{"format":"concord.fsm",`)) || !bytes.Contains(buf.Bytes(), []byte(`"key":"backup.a"`)) {
-		t.Fatalf("payload %.200q", buf.Bytes())
+	// The payload is a state machine snapshot in the current version, and
+	// holds the key.
+	st := fsm.New()
+	if !bytes.HasPrefix(buf.Bytes(), []byte(fmt.Sprintf("%s v%d\n", fsm.SnapshotFormat, fsm.SnapshotVersion))) || b.FormatVersion != fsm.SnapshotVersion {
+		t.Fatalf("payload version %d: %.40q", b.FormatVersion, buf.Bytes())
+	}
+	if err := st.Restore(bytes.NewReader(buf.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	if kvs := st.Get(fsm.GetQuery{Key: "backup.a"}, st.Now()).KVs; len(kvs) != 1 || string(kvs[0].Value) != `{"n":1}` {
+		t.Fatalf("backup.a in the payload: %+v", kvs)
 	}
 
 	// The same backup, read again in small chunks while the leader keeps it.

@@ -30,7 +30,7 @@ import (
 // exactly the time it had left when the backup was asked for. Then, under
 // the state machine's lock, it takes the O(1) copy-on-write fsm snapshot
 // together with the applied index and revision of that same moment, and
-// writes its encoding (format concord.fsm, JSON lines) to a file in
+// writes its encoding (format concord.fsm, fsm.SnapshotVersion) to a file in
 // <data-dir>/backups while hashing it. Apply goes on meanwhile.
 //
 // Reading it (P.cluster.backup.chunk): the client pulls the file one chunk

@@ -10,7 +10,8 @@
 // one line of JSON (Header: payload format and version, revision, applied
 // index, where and when it was taken, size and SHA-256 of the payload),
 // then the payload, byte for byte as the leader wrote it: the state in the
-// fsm snapshot format (fsm.SnapshotFormat, JSON lines).
+// fsm snapshot format (fsm.SnapshotFormat: binary since version 5, JSON
+// lines before).
 //
 // Restoring (Restore, `concord snapshot restore`) seeds an empty data
 // directory so that `concord serve` starts a NEW single-node cluster whose
