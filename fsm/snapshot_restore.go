@@ -469,7 +469,7 @@ func (rs *restorer) readHistory(src snapshotSource, n int) error {
 			s.hist.byRev.ReplaceOrInsert(v)
 		}
 	})
-	return rs.checkLiveKeysInHistory()
+	return rs.checkHistoryAgreesWithKeys()
 }
 
 // changeLog sorts the versions above the floor by (revision, op_index)
@@ -522,25 +522,48 @@ func (rs *restorer) changeLog() ([]*version, error) {
 	return byRev, nil
 }
 
-// checkLiveKeysInHistory checks that every live key changed above the
-// floor has that change in the history: its newest version at or below
-// its mod_revision is its live record. Both lists are in key order.
-func (rs *restorer) checkLiveKeysInHistory() error {
-	floor, vers := rs.s.hist.floor, rs.vers
-	j := 0
-	for _, r := range rs.recs {
-		if r.modRevision <= floor {
-			continue
+// checkHistoryAgreesWithKeys checks that the history and the live keys
+// tell one story, walking both in key order: a key's newest version is a
+// put exactly when the key is live, and then it is the live record itself;
+// and a live key changed above the floor has versions, so one unchanged
+// since the floor has none (Apply relies on that when it records a key's
+// first change above the floor).
+func (rs *restorer) checkHistoryAgreesWithKeys() error {
+	floor, vers, recs := rs.s.hist.floor, rs.vers, rs.recs
+	unrecorded := func(r *record) error {
+		return fmt.Errorf("%w: key %q changed at revision %d, above the floor, but its history does not say so", ErrBadSnapshot, r.key, r.modRevision)
+	}
+	j := 0 // the next live key
+	for i := 0; i < len(vers); {
+		key := vers[i].key()
+		for i+1 < len(vers) && vers[i+1].key() == key {
+			i++
 		}
-		for j < len(vers) && vers[j].key() < r.key {
+		newest := vers[i]
+		i++
+		for ; j < len(recs) && recs[j].key < key; j++ {
+			if recs[j].modRevision > floor {
+				return unrecorded(recs[j])
+			}
+		}
+		var live *record
+		if j < len(recs) && recs[j].key == key {
+			live = recs[j]
 			j++
 		}
-		var latest *version
-		for k := j; k < len(vers) && vers[k].key() == r.key && vers[k].rev <= r.modRevision; k++ {
-			latest = vers[k]
+		switch {
+		case newest.isDelete() && live != nil:
+			return fmt.Errorf("%w: key %q is live, but its history ends with its delete at revision %d", ErrBadSnapshot, key, newest.rev)
+		case !newest.isDelete() && newest.rec != live:
+			if live != nil && live.modRevision > newest.rev {
+				return unrecorded(live)
+			}
+			return fmt.Errorf("%w: key %q: its newest version, at revision %d, is not its live record", ErrBadSnapshot, key, newest.rev)
 		}
-		if latest == nil || latest.written() != r {
-			return fmt.Errorf("%w: key %q changed at revision %d, above the floor, but its history does not say so", ErrBadSnapshot, r.key, r.modRevision)
+	}
+	for ; j < len(recs); j++ {
+		if recs[j].modRevision > floor {
+			return unrecorded(recs[j])
 		}
 	}
 	return nil

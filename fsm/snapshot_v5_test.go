@@ -574,6 +574,14 @@ func badV5Snapshots(t testing.TB) []badSnapshot {
 		p.hist = append(p.hist[:5], append([]snapshotVersion{b}, p.hist[5:]...)...)
 	})
 	mutC("a live key changed above the floor with no history", func(p *v5Parts) { p.keys[0].ModRevision = 12 })
+	mutC("a live key whose history ends with its delete", func(p *v5Parts) {
+		k := snapshotKV{Key: "idem.a", Value: val(`1`), CreateRevision: 5, ModRevision: 5, Version: 1}
+		p.keys = append(p.keys[:1], append([]snapshotKV{k}, p.keys[1:]...)...)
+	})
+	mutC("a key's newest put a copy of its live record, not the record", func(p *v5Parts) {
+		rec := p.keys[3]
+		p.hist[8].Live, p.hist[8].Record = false, &rec
+	})
 	mutC("a reference past the keys", func(p *v5Parts) {
 		p.refs = []int{-1, -1, -1, -1, -1, -1, -1, -1, 4}
 	})
