@@ -25,9 +25,9 @@ import (
 // The frames, in order: one header frame ('H'); the leases ('L'), keys
 // ('K'), idempotency entries ('I') and history versions ('V'), each
 // section in as many frames as it needs (none when it is empty), a frame
-// ending after the record that brings it to 64 KiB, a record never split
-// across two frames; and an empty end frame ('E'), after which the stream
-// ends. A frame's checksum is checked before any of its records is read.
+// ending after the record that brings it to 64 KiB or to 4,096 records, a
+// record never split across two frames; and an empty end frame ('E'), after
+// which the stream ends. A frame's checksum is checked before any of its records is read.
 //
 // In the records, u is an unsigned varint, s a signed (zigzag) varint, and
 // bytes a length (u) followed by that many bytes. Fields marked by a flag
@@ -97,8 +97,12 @@ func frameName(kind byte) string {
 }
 
 const (
-	// frameTarget is the payload size after which a frame ends.
-	frameTarget = 64 << 10
+	// frameTarget is the payload size after which a frame ends, and
+	// frameRecords the number of records: a reader decodes a frame at a
+	// time, and versions of a few bytes each would make 64 KiB a lot of
+	// them.
+	frameTarget  = 64 << 10
+	frameRecords = 4096
 	// maxFrame bounds a frame's payload: one record (a value, its
 	// metadata) is far smaller. A length above it is damage.
 	maxFrame = 1 << 30
@@ -132,11 +136,12 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // binaryWriter writes frames. Its error is sticky: once a write fails,
 // nothing more is written and the error is returned at the end.
 type binaryWriter struct {
-	w    io.Writer
-	buf  []byte // frameReserve bytes of room, then the payload
-	kind byte
-	n    int64
-	err  error
+	w       io.Writer
+	buf     []byte // frameReserve bytes of room, then the payload
+	kind    byte
+	records int // in the frame being written
+	n       int64
+	err     error
 }
 
 func (bw *binaryWriter) write(p []byte) {
@@ -151,12 +156,12 @@ func (bw *binaryWriter) write(p []byte) {
 // start begins a frame of kind.
 func (bw *binaryWriter) start(kind byte) {
 	bw.kind = kind
-	bw.buf = bw.buf[:frameReserve]
+	bw.buf, bw.records = bw.buf[:frameReserve], 0
 }
 
 // endRecord ends the frame if the record just appended filled it.
 func (bw *binaryWriter) endRecord() {
-	if len(bw.buf)-frameReserve >= frameTarget {
+	if bw.records++; bw.records >= frameRecords || len(bw.buf)-frameReserve >= frameTarget {
 		bw.flush()
 	}
 }
@@ -177,7 +182,7 @@ func (bw *binaryWriter) flush() {
 	copy(bw.buf[start:], hdr[:h])
 	bw.buf = binary.LittleEndian.AppendUint32(bw.buf, crc32.Checksum(bw.buf[start:], castagnoli))
 	bw.write(bw.buf[start:])
-	bw.buf = bw.buf[:frameReserve]
+	bw.buf, bw.records = bw.buf[:frameReserve], 0
 }
 
 func appendBytes(p, b []byte) []byte {
@@ -436,6 +441,10 @@ func (sn *Snapshot) writeBinary(w io.Writer) (int64, error) {
 // runs in its own goroutine, a few batches ahead, while the restorer
 // checks and places the records it already has (when the restore is
 // concurrent; otherwise a batch is decoded when the restorer needs it).
+
+// maxBatches bounds the batches a decoder goroutine fills: the one the
+// restorer reads, the one being decoded, and the rest waiting.
+const maxBatches = 6
 
 // binaryBatch holds the records of one frame.
 type binaryBatch struct {
@@ -875,17 +884,28 @@ func (s *binarySource) nextBatch() *binaryBatch {
 		return bb
 	}
 	if s.batches == nil {
-		s.batches = make(chan *binaryBatch, 4)
-		s.free = make(chan *binaryBatch, 8)
+		s.batches = make(chan *binaryBatch, maxBatches-2)
+		s.free = make(chan *binaryBatch, maxBatches)
 		s.stop = make(chan struct{})
 		batches, free, stop := s.batches, s.free, s.stop
 		s.rs.goBuild(func() {
+			made := 0
 			for {
+				// A batch given back, or a new one while there are
+				// few: the decoder stays a few frames ahead.
 				var bb *binaryBatch
 				select {
 				case bb = <-free:
 				default:
-					bb = &binaryBatch{}
+					if made < maxBatches {
+						bb, made = &binaryBatch{}, made+1
+						break
+					}
+					select {
+					case bb = <-free:
+					case <-stop:
+						return
+					}
 				}
 				s.dec.decodeFrame(bb)
 				select {
