@@ -161,7 +161,7 @@ func (sn *Snapshot) WriteVersion(w io.Writer, version int) (int64, error) {
 	switch version {
 	case 4:
 		return sn.writeJSON(w)
-	case 5:
+	case binaryVersion:
 		return sn.writeBinary(w)
 	}
 	return 0, fmt.Errorf("%w: cannot write version %d; this build writes versions 4 and 5", ErrBadSnapshot, version)

@@ -27,12 +27,14 @@ import (
 // section in as many frames as it needs (none when it is empty), a frame
 // ending after the record that brings it to 64 KiB or to 4,096 records, a
 // record never split across two frames; and an empty end frame ('E'), after
-// which the stream ends. A frame's checksum is checked before any of its records is read.
+// which the stream ends. A frame's checksum is checked before any of its
+// records is read.
 //
 // In the records, u is an unsigned varint, s a signed (zigzag) varint, and
 // bytes a length (u) followed by that many bytes. Fields marked by a flag
 // bit are present only when it is set, and a present field is never zero
-// or empty, so a state has exactly one encoding.
+// or empty (the reader refuses one that is), so the writer gives a state
+// exactly one encoding.
 //
 //	header  s revision, s next_lease_id, s now, s max_leases,
 //	        s max_keys_per_lease, s idempotency_entries,
@@ -65,8 +67,11 @@ import (
 // a key written once costs its key section record and a few bytes here.
 
 // binaryMagic starts every binary snapshot; the version and a newline
-// follow it.
-const binaryMagic = SnapshotFormat + " v"
+// follow it. binaryVersion is the version this file writes.
+const (
+	binaryMagic   = SnapshotFormat + " v"
+	binaryVersion = 5
+)
 
 // Frame kinds.
 const (
@@ -248,7 +253,7 @@ type binaryEncoder struct {
 
 func newBinaryEncoder(w io.Writer) *binaryEncoder {
 	e := &binaryEncoder{binaryWriter: binaryWriter{w: w, buf: make([]byte, frameReserve, frameReserve+frameTarget+4096)}}
-	e.write([]byte(binaryMagic + strconv.Itoa(5) + "\n"))
+	e.write([]byte(binaryMagic + strconv.Itoa(binaryVersion) + "\n"))
 	return e
 }
 
@@ -735,8 +740,8 @@ func (d *binaryDecoder) header() (snapshotHeader, error) {
 		return fail("the first line is %.40q, not %q", line, binaryMagic+strconv.Itoa(SnapshotVersion))
 	}
 	h.Format, h.Version = SnapshotFormat, version
-	if version < 5 || version > SnapshotVersion {
-		return fail("format %q version %d in binary, this build reads %q versions 5 to %d in binary", h.Format, version, SnapshotFormat, SnapshotVersion)
+	if version < binaryVersion || version > SnapshotVersion {
+		return fail("format %q version %d in binary, this build reads %q versions %d to %d in binary", h.Format, version, SnapshotFormat, binaryVersion, SnapshotVersion)
 	}
 	if err := d.nextFrame(); err != nil {
 		return fail("%v", err)
