@@ -269,6 +269,17 @@ func (d decoder) delete() (*Delete, decoder) {
 	return del, d
 }
 
+// plainDelete reads a kv.delete's body: a delete that may not carry the
+// mark of a transaction's (Delete.ByTxn), which only a transaction's
+// deletes carry. Refused here, so that every entry that decodes applies.
+func (d decoder) plainDelete() (*Delete, decoder) {
+	del, d := d.delete()
+	if del.ByTxn {
+		d.fail("delete (marked as a transaction's outside one)")
+	}
+	return del, d
+}
+
 // ids writes a list of lease ids.
 func (e *encoder) ids(ids []int64) {
 	e.uvarint(uint64(len(ids)))

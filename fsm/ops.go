@@ -84,7 +84,7 @@ var ops = [...]opSpec{
 		func(s *State, _ int64, b *Revoke) (r Result) { r.Reply, r.Events, r.Err = s.revoke(b); return r }),
 
 	OpPut:    opEntry("put", keyRemembered, encoder.put, decoder.put, applyChange((*State).put)),
-	OpDelete: opEntry("delete", keyRemembered, encoder.delete, decoder.delete, applyChange((*State).delete)),
+	OpDelete: opEntry("delete", keyRemembered, encoder.delete, decoder.plainDelete, applyChange((*State).delete)),
 	OpTxn:    opEntry("txn", keyRemembered, encoder.txn, decoder.txn, applyChange((*State).txn)),
 
 	OpExpire: opEntry("expire", keyIgnored,
