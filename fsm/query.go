@@ -30,6 +30,18 @@ type GetQuery struct {
 	// MaxBytes bounds the approximate size of the records returned; at least
 	// one record is returned whatever its size. 0 means no bound.
 	MaxBytes int
+	// Into, when not nil, is the slice the reply's records are appended
+	// to from length 0: a reader that has sent one page reuses its slice
+	// for the next, instead of growing a new one to thousands of records.
+	Into []schema.KeyValue
+}
+
+// kvs is the empty slice a reply's records go into.
+func (q *GetQuery) kvs() []schema.KeyValue {
+	if q.Into != nil {
+		return q.Into[:0]
+	}
+	return []schema.KeyValue{}
 }
 
 // GetAt answers a read at revision rev, as the keys stood right after it
@@ -45,7 +57,7 @@ func (s *State) GetAt(q GetQuery, rev int64, now int64) (*schema.KVGetReply, err
 	if err := s.checkReadRevision(rev); err != nil {
 		return nil, err
 	}
-	reply := &schema.KVGetReply{Revision: rev, KVs: []schema.KeyValue{}}
+	reply := &schema.KVGetReply{Revision: rev, KVs: q.kvs()}
 	if !q.IsPrefix && !q.IsRange {
 		if r := s.recordAt(q.Key, rev); r != nil {
 			reply.Count = 1
@@ -147,7 +159,7 @@ func prefixEnd(prefix string) string {
 
 // Get answers a read; remaining lease time is measured at now.
 func (s *State) Get(q GetQuery, now int64) *schema.KVGetReply {
-	reply := &schema.KVGetReply{Revision: s.revision, KVs: []schema.KeyValue{}}
+	reply := &schema.KVGetReply{Revision: s.revision, KVs: q.kvs()}
 	if !q.IsPrefix && !q.IsRange {
 		if r := s.getRecord(q.Key); r != nil {
 			reply.Count = 1

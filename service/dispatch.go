@@ -97,7 +97,16 @@ func (s *Service) handle(j job) {
 	}
 	// Count what was sent: a reply too large for NATS goes out as an error.
 	e = s.respond(j.m, reply, e)
+	if r, ok := reply.(releaser); ok {
+		r.release()
+	}
 	s.reqStats.observe(j.ep, time.Since(start), e)
+}
+
+// releaser is a reply that holds pooled memory, given back once it is
+// sent.
+type releaser interface {
+	release()
 }
 
 // fenced returns the error every request gets while another cluster

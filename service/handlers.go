@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 
@@ -142,13 +143,47 @@ func (s *Service) handleGet(ctx context.Context, m *nats.Msg) (any, *schema.Erro
 		// One key, at the present or a past revision: a look-up.
 		s.sm.read(func(st *fsm.State) { reply, err = st.GetAt(req.q, req.revision, max(now, st.Now())) })
 	} else {
+		buf := kvsPool.Get().(*[]schema.KeyValue)
+		req.q.Into = *buf
 		v := s.sm.view()
 		reply, err = v.GetAt(req.q, req.revision, max(now, v.Now()))
+		if err != nil {
+			kvsPool.Put(buf)
+			return nil, errorFor(err)
+		}
+		return &pooledGetReply{KVGetReply: reply, buf: buf}, nil
 	}
 	if err != nil {
 		return nil, errorFor(err)
 	}
 	return reply, nil
+}
+
+// kvsPool holds the record slices of listing replies: a reader paging
+// through a large prefix would otherwise grow a slice of thousands of
+// records per page, and the garbage makes the collector run beside the
+// writes.
+var kvsPool = sync.Pool{New: func() any { return new([]schema.KeyValue) }}
+
+// maxPooledKVs bounds the slices kept, as maxPooledReply the buffers.
+const maxPooledKVs = 16_384
+
+// pooledGetReply is a listing reply whose record slice goes back to
+// kvsPool once the reply is sent (releaser).
+type pooledGetReply struct {
+	*schema.KVGetReply
+	buf *[]schema.KeyValue
+}
+
+// release drops the records' references, so a pooled slice keeps no
+// values alive, and pools the slice.
+func (r *pooledGetReply) release() {
+	kvs := r.KVs
+	clear(kvs)
+	if cap(kvs) <= maxPooledKVs {
+		*r.buf = kvs[:0]
+		kvsPool.Put(r.buf)
+	}
 }
 
 func (s *Service) handleHistory(ctx context.Context, m *nats.Msg) (any, *schema.Error) {

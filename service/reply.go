@@ -13,6 +13,22 @@ import (
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
+// appendPool holds the buffers replies with their own JSON encoder are
+// written to (jsonAppender); NATS copies a message when it is published,
+// so the buffer goes back at once.
+var appendPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledReply bounds the buffers kept: a rare huge reply should not
+// pin its memory.
+const maxPooledReply = 4 << 20
+
+// jsonAppender is a reply that writes its own JSON, the same bytes
+// marshal would write, without reflection or garbage: the listing
+// replies, which may carry ten thousand records.
+type jsonAppender interface {
+	AppendJSON(b []byte) []byte
+}
+
 // marshal encodes v without HTML escaping, so a value comes back byte for
 // byte as it was stored.
 func marshal(v any) ([]byte, error) {
@@ -36,19 +52,39 @@ func (s *Service) respond(m *nats.Msg, reply any, e *schema.Error) *schema.Error
 		return e
 	}
 	if e == nil {
-		data, err := marshal(reply)
-		if err == nil && int64(len(data)) > s.maxPayload {
-			e = schema.Errorf(schema.ErrTooLarge, "the request was served, but its reply of %d bytes exceeds the NATS max payload of %d bytes", len(data), s.maxPayload)
-		} else if err == nil {
-			if err := s.nc.Publish(m.Reply, data); err != nil {
-				s.log.Debug("send reply", "subject", m.Subject, "err", err)
+		if a, ok := reply.(jsonAppender); ok {
+			buf := appendPool.Get().(*[]byte)
+			*buf = a.AppendJSON((*buf)[:0])
+			e = s.publishReply(m, *buf)
+			if cap(*buf) <= maxPooledReply {
+				appendPool.Put(buf)
 			}
-			return nil
+		} else if data, err := marshal(reply); err != nil {
+			e = schema.Errorf(schema.ErrInternal, "encode reply: %v", err)
+		} else {
+			e = s.publishReply(m, data)
 		}
 		if e == nil {
-			e = schema.Errorf(schema.ErrInternal, "encode reply: %v", err)
+			return nil
 		}
 	}
+	return s.respondError(m, e)
+}
+
+// publishReply sends an encoded reply, or returns the error to send
+// instead when it is too large for NATS.
+func (s *Service) publishReply(m *nats.Msg, data []byte) *schema.Error {
+	if int64(len(data)) > s.maxPayload {
+		return schema.Errorf(schema.ErrTooLarge, "the request was served, but its reply of %d bytes exceeds the NATS max payload of %d bytes", len(data), s.maxPayload)
+	}
+	if err := s.nc.Publish(m.Reply, data); err != nil {
+		s.log.Debug("send reply", "subject", m.Subject, "err", err)
+	}
+	return nil
+}
+
+// respondError sends an error reply: the error as the body and in headers.
+func (s *Service) respondError(m *nats.Msg, e *schema.Error) *schema.Error {
 	data, _ := marshal(schema.ErrorReply{Error: e})
 	msg := &nats.Msg{
 		Subject: m.Reply,
