@@ -64,3 +64,51 @@ func (kv *KeyValue) AppendJSON(b []byte) []byte {
 	}
 	return append(b, '}')
 }
+
+// AppendJSON appends the reply's JSON encoding to b, as KVGetReply's.
+func (r *KVChangesReply) AppendJSON(b []byte) []byte {
+	b = append(b, `{"events":`...)
+	b = appendEvents(b, r.Events)
+	b = append(b, `,"next_revision":`...)
+	b = strconv.AppendInt(b, r.NextRevision, 10)
+	b = append(b, `,"next_op_index":`...)
+	b = strconv.AppendInt(b, int64(r.NextOpIndex), 10)
+	b = append(b, `,"more":`...)
+	b = strconv.AppendBool(b, r.More)
+	b = append(b, `,"compact_revision":`...)
+	b = strconv.AppendInt(b, r.CompactRevision, 10)
+	return append(b, '}')
+}
+
+// AppendJSON appends the reply's JSON encoding to b, as KVGetReply's.
+func (r *KVHistoryReply) AppendJSON(b []byte) []byte {
+	b = append(b, `{"key":`...)
+	b = appendJSONString(b, r.Key)
+	b = append(b, `,"records":`...)
+	b = appendEvents(b, r.Records)
+	b = append(b, `,"more":`...)
+	b = strconv.AppendBool(b, r.More)
+	if r.NextRevision != 0 {
+		b = append(b, `,"next_revision":`...)
+		b = strconv.AppendInt(b, r.NextRevision, 10)
+	}
+	b = append(b, `,"revision":`...)
+	b = strconv.AppendInt(b, r.Revision, 10)
+	b = append(b, `,"compact_revision":`...)
+	b = strconv.AppendInt(b, r.CompactRevision, 10)
+	return append(b, '}')
+}
+
+func appendEvents(b []byte, events []Event) []byte {
+	if events == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i := range events {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = events[i].AppendJSON(b)
+	}
+	return append(b, ']')
+}

@@ -57,6 +57,43 @@ func TestKVGetReplyAppendJSONMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
+func randomEvents(r *rand.Rand) []Event {
+	n := r.IntN(5)
+	if n == 0 {
+		return nil
+	}
+	events := make([]Event, n-1)
+	for i := range events {
+		kv := randomKeyValue(r)
+		events[i] = Event{Type: EventPut, Key: kv.Key, Value: kv.Value, Revision: kv.CreateRevision, OpIndex: r.IntN(9),
+			CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision, Version: kv.Version, Lease: kv.Lease,
+			Cause: CausePut, ContentType: kv.ContentType, Metadata: kv.Metadata}
+		if r.IntN(3) == 0 {
+			events[i].Type, events[i].Value, events[i].Cause = EventDelete, nil, CauseLeaseExpired
+		}
+	}
+	return events
+}
+
+func TestChangesAndHistoryAppendJSONMatchEncodingJSON(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for i := 0; i < 1000; i++ {
+		changes := KVChangesReply{Events: randomEvents(r), NextRevision: r.Int64(), NextOpIndex: r.IntN(100) - 1,
+			More: r.IntN(2) == 0, CompactRevision: r.Int64N(1000)}
+		if got, want := changes.AppendJSON(nil), encodingJSON(t, &changes); !bytes.Equal(got, want) {
+			t.Fatalf("changes %+v\nAppendJSON: %s\nencoding/json: %s", changes, got, want)
+		}
+		history := KVHistoryReply{Key: randomKeyValue(r).Key, Records: randomEvents(r), More: r.IntN(2) == 0,
+			Revision: r.Int64(), CompactRevision: r.Int64N(1000)}
+		if r.IntN(2) == 0 {
+			history.NextRevision = r.Int64N(1 << 40)
+		}
+		if got, want := history.AppendJSON(nil), encodingJSON(t, &history); !bytes.Equal(got, want) {
+			t.Fatalf("history %+v\nAppendJSON: %s\nencoding/json: %s", history, got, want)
+		}
+	}
+}
+
 // FuzzKeyValueAppendJSON holds the hand-written encoding to encoding/json's
 // for any key and content type (values are stored compact JSON, so the
 // fuzzer picks among such documents).

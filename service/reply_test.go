@@ -1,0 +1,32 @@
+package service
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/concord-io/concord/schema"
+)
+
+// A pooled listing reply gives its slice back with no record in it, so
+// the pool keeps no value alive, and an oversized slice is not kept.
+func TestPooledGetReplyRelease(t *testing.T) {
+	buf := new([]schema.KeyValue)
+	r := &pooledGetReply{KVGetReply: &schema.KVGetReply{KVs: []schema.KeyValue{{Key: "a", Value: json.RawMessage(`1`)}, {Key: "b"}}}, buf: buf}
+	kvs := r.KVs
+	r.release()
+	if len(*buf) != 0 || cap(*buf) != cap(kvs) {
+		t.Fatalf("pooled slice len %d cap %d, want 0 and %d", len(*buf), cap(*buf), cap(kvs))
+	}
+	for i, kv := range kvs[:cap(kvs)] {
+		if kv.Key != "" || kv.Value != nil {
+			t.Fatalf("record %d still held after release: %+v", i, kv)
+		}
+	}
+	big := new([]schema.KeyValue)
+	r = &pooledGetReply{KVGetReply: &schema.KVGetReply{KVs: make([]schema.KeyValue, 1, maxPooledKVs+1)}, buf: big}
+	r.release()
+	if *big != nil {
+		t.Fatalf("an oversized slice (cap %d) was kept", cap(*big))
+	}
+	var _ jsonAppender = r // the embedded reply encodes itself
+}
