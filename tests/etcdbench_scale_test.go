@@ -15,6 +15,7 @@ type ebScaleResult struct {
 	System           string   `json:"system"`
 	LoadPutsPerS     *float64 `json:"load_puts_per_s"`
 	RSSAfterLoad     *int64   `json:"rss_bytes_after_load"`
+	RSSPeakLoad      *int64   `json:"rss_peak_bytes_during_load"`
 	DiskAfterLoad    *int64   `json:"data_dir_bytes_after_load"`
 	RestartS         *float64 `json:"restart_s"`
 	SnapshotS        *float64 `json:"snapshot_write_s"`
@@ -25,6 +26,7 @@ type ebScaleResult struct {
 	ReadPasses       *int     `json:"read_passes"`
 	RewritePutsPerS  *float64 `json:"rewrite_puts_per_s"`
 	RSSAfterRewrite  *int64   `json:"rss_bytes_after_rewrites"`
+	RSSPeakRewrite   *int64   `json:"rss_peak_bytes_restart_and_rewrites"`
 	DiskAfterRewrite *int64   `json:"data_dir_bytes_after_rewrites"`
 	RestartRewriteS  *float64 `json:"restart_s_after_rewrites"`
 	SnapshotRewriteS *float64 `json:"snapshot_write_s_after_rewrites"`
@@ -104,6 +106,13 @@ func TestEtcdbenchScaleSmokeConcordOnly(t *testing.T) {
 		"rss after rewrites": c.RSSAfterRewrite, "disk after rewrites": c.DiskAfterRewrite} {
 		if b == nil || *b < 1<<20 {
 			t.Errorf("%s: %v bytes", name, b)
+		}
+	}
+	// The most resident memory since the start is at least what is
+	// resident now.
+	for _, m := range [][2]*int64{{c.RSSPeakLoad, c.RSSAfterLoad}, {c.RSSPeakRewrite, c.RSSAfterRewrite}} {
+		if m[0] == nil || m[1] == nil || *m[0] < *m[1] {
+			t.Errorf("peak resident memory %v below the resident memory %v measured with it", m[0], m[1])
 		}
 	}
 	if c.Count == nil || *c.Count != 600 {

@@ -21,17 +21,30 @@ import (
 
 // Policy is how much the heap may grow between collections: Fraction of
 // the live heap, but at least Floor bytes, and never more than Go's
-// default of 100 percent.
+// default of 100 percent; and when the free heap the process keeps goes
+// back to the operating system.
 type Policy struct {
 	Fraction float64
 	Floor    uint64
+	// Free heap memory (freed by the collector, not yet returned) is
+	// returned at once when there is at least ReleaseMin bytes of it and
+	// the process, at its allocation rate of the last interval, would
+	// take longer than ReuseHorizon to use it again: after a load, say,
+	// a node at rest would otherwise keep the memory the load needed
+	// (Go's scavenger returns only what lies above the heap goal). At
+	// most once per ReleaseGap, since it costs a collection. ReleaseMin
+	// 0 turns it off.
+	ReleaseMin   uint64
+	ReuseHorizon time.Duration
+	ReleaseGap   time.Duration
 }
 
 // Default keeps Go's default up to a live heap of 64 MiB and, from 128 MiB
 // on, lets the heap grow by half of what is live: at a million keys (about 300 MB
 // live) resident memory falls from about 610 to 480 MiB (see the README's
 // Performance section for how that was measured).
-var Default = Policy{Fraction: 0.5, Floor: 64 << 20}
+// Free memory goes back once 32 MiB of it would last more than a minute.
+var Default = Policy{Fraction: 0.5, Floor: 64 << 20, ReleaseMin: 32 << 20, ReuseHorizon: time.Minute, ReleaseGap: time.Minute}
 
 // Percent returns the GOGC percentage for a live heap of live bytes.
 func (p Policy) Percent(live uint64) int {
@@ -43,7 +56,30 @@ func (p Policy) Percent(live uint64) int {
 	return min(max(pct, 1), 100)
 }
 
-const liveMetric = "/gc/heap/live:bytes"
+// shouldRelease reports whether free bytes of retained heap should go
+// back to the operating system, allocated bytes having been allocated
+// over the last interval.
+func (p Policy) shouldRelease(free, allocated uint64, interval time.Duration) bool {
+	if p.ReleaseMin == 0 || free < p.ReleaseMin {
+		return false
+	}
+	// At allocated per interval, free lasts free/allocated intervals.
+	return float64(allocated)*float64(p.ReuseHorizon) < float64(free)*float64(interval)
+}
+
+const (
+	liveMetric   = "/gc/heap/live:bytes"
+	freeMetric   = "/memory/classes/heap/free:bytes"
+	allocsMetric = "/gc/heap/allocs:bytes"
+)
+
+// read returns a sample's value, 0 when the runtime does not have it.
+func read(s metrics.Sample) uint64 {
+	if s.Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s.Value.Uint64()
+}
 
 // Run adjusts the collector's percentage every interval from the live heap
 // the last collection measured, until ctx ends; it changes the setting only
@@ -52,20 +88,28 @@ const liveMetric = "/gc/heap/live:bytes"
 // included: the caller decides whether to run it) and restores the one in
 // force before it began when it returns.
 func (p Policy) Run(ctx context.Context, interval time.Duration) {
-	sample := []metrics.Sample{{Name: liveMetric}}
+	sample := []metrics.Sample{{Name: liveMetric}, {Name: freeMetric}, {Name: allocsMetric}}
 	prev := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(prev)
 	current := 100
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	for {
+	var lastAllocs uint64
+	var lastRelease time.Time
+	for first := true; ; first = false {
 		metrics.Read(sample)
-		if sample[0].Value.Kind() == metrics.KindUint64 {
-			if pct := p.Percent(sample[0].Value.Uint64()); pct >= current+5 || pct <= current-5 {
+		if live := read(sample[0]); live > 0 {
+			if pct := p.Percent(live); pct >= current+5 || pct <= current-5 {
 				debug.SetGCPercent(pct)
 				current = pct
 			}
 		}
+		allocs := read(sample[2])
+		if !first && time.Since(lastRelease) >= p.ReleaseGap && p.shouldRelease(read(sample[1]), allocs-lastAllocs, interval) {
+			debug.FreeOSMemory()
+			lastRelease = time.Now()
+		}
+		lastAllocs = allocs
 		select {
 		case <-ctx.Done():
 			return

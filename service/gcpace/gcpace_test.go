@@ -70,3 +70,65 @@ func TestRunSetsAndRestores(t *testing.T) {
 		t.Fatalf("after Run the percentage is %d, want the 77 it found", got)
 	}
 }
+
+func TestShouldRelease(t *testing.T) {
+	const mib = 1 << 20
+	p := Policy{ReleaseMin: 32 * mib, ReuseHorizon: time.Minute}
+	for _, c := range []struct {
+		free, allocated uint64
+		want            bool
+	}{
+		{100 * mib, 0, true},           // at rest
+		{100 * mib, 1 * mib, true},     // 100 MiB lasts 100 s at 1 MiB/s
+		{100 * mib, 2 * mib, false},    // 50 s: it will be used again soon
+		{31 * mib, 0, false},           // too little to bother
+		{60 * mib, 1 * mib, false},     // exactly a minute's worth: kept
+		{60 * mib, mib - 1, true},      // a little more than a minute's
+		{4096 * mib, 50 * mib, true},   // 82 s
+		{4096 * mib, 100 * mib, false}, // 41 s
+	} {
+		if got := p.shouldRelease(c.free, c.allocated, time.Second); got != c.want {
+			t.Errorf("free %d MiB, %d B allocated in 1s: release %v, want %v", c.free/mib, c.allocated, got, c.want)
+		}
+	}
+	if (Policy{}).shouldRelease(1<<40, 0, time.Second) {
+		t.Error("ReleaseMin 0 released")
+	}
+}
+
+// Free heap that an idle process keeps goes back to the operating system.
+func TestRunReleasesFreeMemoryAtRest(t *testing.T) {
+	before := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(before)
+	sample := []metrics.Sample{{Name: freeMetric}}
+	free := func() uint64 { runtime.GC(); metrics.Read(sample); return sample[0].Value.Uint64() }
+	// 64 MiB in small pieces, then dropped: the collector frees it, but
+	// does not return most of it while the heap goal covers it.
+	junk := make([][]byte, 0, 64<<10)
+	for range cap(junk) {
+		junk = append(junk, make([]byte, 1024))
+	}
+	runtime.KeepAlive(junk)
+	junk = nil
+	if f := free(); f < 16<<20 {
+		t.Skipf("the runtime already returned the memory (%d bytes free kept): nothing to test", f)
+	}
+	p := Policy{Fraction: 1, Floor: 1, ReleaseMin: 8 << 20, ReuseHorizon: time.Minute, ReleaseGap: time.Minute}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.Run(ctx, 20*time.Millisecond)
+	}()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		metrics.Read(sample)
+		if f := sample[0].Value.Uint64(); f < 8<<20 {
+			return
+		} else if time.Now().After(deadline) {
+			t.Fatalf("%d bytes of free heap still kept after 20 s at rest", f)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -235,7 +235,7 @@ func runHistory(ctx context.Context, args []string) (err error) {
 			return fmt.Errorf("%s server: status: %w", hs.Name, err)
 		}
 		hs.Revision, hs.CompactRevision = st.Revision, st.CompactRevision
-		if hs.RSSBytes, err = vmRSS(strconv.Itoa(hs.s.procs[0].pid())); err != nil {
+		if hs.RSSBytes, _, err = vmRSS(strconv.Itoa(hs.s.procs[0].pid())); err != nil {
 			return fmt.Errorf("%s server: %w", hs.Name, err)
 		}
 	}

@@ -219,9 +219,13 @@ type scaleResult struct {
 	System  string `json:"system"`
 	Version string `json:"version"`
 
-	LoadPutsPerS  *float64 `json:"load_puts_per_s"`
-	LoadSeconds   *float64 `json:"load_s"`
-	RSSAfterLoad  *int64   `json:"rss_bytes_after_load"`
+	LoadPutsPerS *float64 `json:"load_puts_per_s"`
+	LoadSeconds  *float64 `json:"load_s"`
+	RSSAfterLoad *int64   `json:"rss_bytes_after_load"`
+	// RSSPeakLoad is the most resident memory the server held from its
+	// start to the end of the load (VmHWM): the load's need, which the
+	// memory at rest after it may not show.
+	RSSPeakLoad   *int64   `json:"rss_peak_bytes_during_load"`
 	DiskAfterLoad *int64   `json:"data_dir_bytes_after_load"`
 	RestartS      *float64 `json:"restart_s"`
 
@@ -245,6 +249,7 @@ type scaleResult struct {
 
 	RewritePutsPerS  *float64 `json:"rewrite_puts_per_s,omitempty"`
 	RSSAfterRewrite  *int64   `json:"rss_bytes_after_rewrites,omitempty"`
+	RSSPeakRewrite   *int64   `json:"rss_peak_bytes_restart_and_rewrites,omitempty"`
 	DiskAfterRewrite *int64   `json:"data_dir_bytes_after_rewrites,omitempty"`
 	RestartRewriteS  *float64 `json:"restart_s_after_rewrites,omitempty"`
 

@@ -135,7 +135,7 @@ func (ph *phases) memory(afterRewrites bool) func(context.Context) error {
 		if err := sleep(ctx, ph.cfg.settle); err != nil {
 			return err
 		}
-		rss, err := vmRSS(ph.pid())
+		rss, peak, err := vmRSS(ph.pid())
 		if err != nil {
 			return err
 		}
@@ -143,11 +143,11 @@ func (ph *phases) memory(afterRewrites bool) func(context.Context) error {
 		if err != nil {
 			return err
 		}
-		logf("  %s: resident memory %s, data directory %s", ph.res.System, mib(float64(rss)), mib(float64(du)))
+		logf("  %s: resident memory %s (at most %s since its start), data directory %s", ph.res.System, mib(float64(rss)), mib(float64(peak)), mib(float64(du)))
 		if afterRewrites {
-			ph.res.RSSAfterRewrite, ph.res.DiskAfterRewrite = &rss, &du
+			ph.res.RSSAfterRewrite, ph.res.RSSPeakRewrite, ph.res.DiskAfterRewrite = &rss, &peak, &du
 		} else {
-			ph.res.RSSAfterLoad, ph.res.DiskAfterLoad = &rss, &du
+			ph.res.RSSAfterLoad, ph.res.RSSPeakLoad, ph.res.DiskAfterLoad = &rss, &peak, &du
 		}
 		return nil
 	}

@@ -11,17 +11,22 @@ import (
 )
 
 // vmRSS returns the resident memory of process pid in bytes, VmRSS of
-// /proc/<pid>/status.
-func vmRSS(pid string) (int64, error) {
+// /proc/<pid>/status, and the most it has been since the process started,
+// VmHWM.
+func vmRSS(pid string) (rss, peak int64, err error) {
 	data, err := os.ReadFile("/proc/" + pid + "/status")
 	if err != nil {
-		return 0, fmt.Errorf("resident memory of %s: %w", pid, err)
+		return 0, 0, fmt.Errorf("resident memory of %s: %w", pid, err)
 	}
 	kb, err := statusKB(string(data), "VmRSS")
 	if err != nil {
-		return 0, fmt.Errorf("resident memory of %s: %w", pid, err)
+		return 0, 0, fmt.Errorf("resident memory of %s: %w", pid, err)
 	}
-	return kb << 10, nil
+	peakKB, err := statusKB(string(data), "VmHWM")
+	if err != nil {
+		return 0, 0, fmt.Errorf("peak resident memory of %s: %w", pid, err)
+	}
+	return kb << 10, peakKB << 10, nil
 }
 
 // statusKB returns field (VmRSS, VmHWM, ...) of a /proc/<pid>/status text,

@@ -118,6 +118,7 @@ func (rep *scaleReport) rows() []scaleRow {
 	rows := []scaleRow{
 		{fmt.Sprintf("load %s keys (%d-byte values), puts/s", thousands(float64(cfg.keys)), cfg.valueBytes), c.LoadPutsPerS, e.LoadPutsPerS, perSecond},
 		{"resident memory after the load", fint(c.RSSAfterLoad), fint(e.RSSAfterLoad), bytesMiB},
+		{"  the most during the load", fint(c.RSSPeakLoad), fint(e.RSSPeakLoad), bytesMiB},
 		{"data directory after the load", fint(c.DiskAfterLoad), fint(e.DiskAfterLoad), bytesMiB},
 		{"kill -9, then until a linearizable get answers", c.RestartS, e.RestartS, seconds},
 		{"Raft snapshot after the load: time to write it", msOf(c.SnapshotS), msOf(e.SnapshotS), millis},
@@ -135,6 +136,7 @@ func (rep *scaleReport) rows() []scaleRow {
 		rows = append(rows,
 			scaleRow{fmt.Sprintf("rewrites (every key %d times in all), puts/s", cfg.rewrites), c.RewritePutsPerS, e.RewritePutsPerS, perSecond},
 			scaleRow{"resident memory after the rewrites", fint(c.RSSAfterRewrite), fint(e.RSSAfterRewrite), bytesMiB},
+			scaleRow{"  the most from the restart to the end of the rewrites", fint(c.RSSPeakRewrite), fint(e.RSSPeakRewrite), bytesMiB},
 			scaleRow{"data directory after the rewrites", fint(c.DiskAfterRewrite), fint(e.DiskAfterRewrite), bytesMiB},
 			scaleRow{"kill -9 after the rewrites, until a get answers", c.RestartRewriteS, e.RestartRewriteS, seconds},
 			scaleRow{"  restart after the rewrites ÷ after the load", quotient(c.RestartRewriteS, c.RestartS), quotient(e.RestartRewriteS, e.RestartS), factor},
@@ -201,7 +203,7 @@ func (rep *scaleReport) print(w io.Writer) {
 			fmt.Fprintf(w, "%-62s %12s %12s %15s\n", r.name, r.unit.format(r.c), r.unit.format(r.e), scaleRatio(r.c, r.e))
 		}
 	}
-	fmt.Fprintf(w, "\nresident memory: VmRSS of the server process; data directory: its disk usage, as du counts it.\n"+
+	fmt.Fprintf(w, "\nresident memory: VmRSS of the server process, --settle after the load; the most: its VmHWM then; data directory: its disk usage, as du counts it.\n"+
 		"restart: from starting the killed server again to the first answer of a linearizable get, asked every 10 ms.\n"+
 		"snapshot (Concord only; etcd keeps its keys in bbolt, not in Raft snapshots, and has no request that writes one):\n"+
 		"after each restart, one put, then P.cluster.snapshot makes the node write a Raft snapshot of its state and history;\n"+

@@ -38,16 +38,19 @@ func TestStatusKB(t *testing.T) {
 // vmRSS of this process is what its status file says, in bytes, and a
 // process that does not exist is an error.
 func TestVmRSSOfSelf(t *testing.T) {
-	rss, err := vmRSS(strconv.Itoa(os.Getpid()))
+	rss, peak, err := vmRSS(strconv.Itoa(os.Getpid()))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if peak < rss {
+		t.Errorf("peak resident memory %d below the present %d", peak, rss)
 	}
 	// A Go test binary holds at least a megabyte and, here, far less than
 	// a terabyte.
 	if rss < 1<<20 || rss > 1<<40 {
 		t.Errorf("resident memory of this test: %d bytes", rss)
 	}
-	if _, err := vmRSS("0"); err == nil {
+	if _, _, err := vmRSS("0"); err == nil {
 		t.Error("resident memory of pid 0: no error")
 	}
 }
