@@ -1,12 +1,7 @@
 package service
 
 import (
-	"encoding/json"
-	"fmt"
-	"strings"
 	"testing"
-
-	"github.com/hashicorp/raft"
 
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
@@ -19,26 +14,7 @@ import (
 // encoding/json; "pooled" is handleGet's now: a reused record slice
 // (GetQuery.Into) and KVGetReply.AppendJSON into a reused buffer.
 func BenchmarkListingPage(b *testing.B) {
-	const keys = 100_000
-	m := newStateMachine(func([]schema.Event) {})
-	value := json.RawMessage(`"` + strings.Repeat("v", 98) + `"`)
-	var index uint64
-	batch := make([][]byte, 0, 1000)
-	for i := 0; i < keys; i++ {
-		data, err := fsm.Encode(1000, &fsm.Put{Key: fmt.Sprintf("r.%07d", i), Value: value})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if batch = append(batch, data); len(batch) == cap(batch) {
-			entry, err := fsm.EncodeBatch(batch)
-			if err != nil {
-				b.Fatal(err)
-			}
-			index++
-			m.ApplyBatch([]*raft.Log{{Type: raft.LogCommand, Index: index, Data: entry}})
-			batch = batch[:0]
-		}
-	}
+	m, _ := loadPrefix(b, 100_000)
 	q := fsm.GetQuery{Key: "r.", IsPrefix: true, Limit: 10_000, MaxBytes: (1 << 20) - replyHeadroom}
 	v := m.view()
 	var size int

@@ -134,6 +134,36 @@ func TestStateMachineViewsBesideApplies(t *testing.T) {
 // (the sleep takes longer on a busy machine).
 const applyPause = 100 * time.Microsecond
 
+// loadPrefix returns a state machine holding keys keys r.0000000 on, each
+// with the same 100-byte value (returned), applied in batch entries of a
+// thousand puts as a leader's would be.
+func loadPrefix(b *testing.B, keys int) (*stateMachine, json.RawMessage) {
+	b.Helper()
+	m := newStateMachine(func([]schema.Event) {})
+	value := json.RawMessage(`"` + strings.Repeat("v", 98) + `"`)
+	var index uint64
+	batch := make([][]byte, 0, 1000)
+	for i := 0; i < keys; i++ {
+		data, err := fsm.Encode(1000, &fsm.Put{Key: fmt.Sprintf("r.%07d", i), Value: value})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if batch = append(batch, data); len(batch) == cap(batch) || i == keys-1 {
+			entry, err := fsm.EncodeBatch(batch)
+			if err != nil {
+				b.Fatal(err)
+			}
+			index++
+			m.ApplyBatch([]*raft.Log{{Type: raft.LogCommand, Index: index, Data: entry}})
+			batch = batch[:0]
+		}
+	}
+	if v := m.view(); v.KeyCount() != keys {
+		b.Fatalf("loaded %d keys, want %d", v.KeyCount(), keys)
+	}
+	return m, value
+}
+
 // BenchmarkApplyBesideBigReads isolates what a long read does to Apply at
 // the state machine: 100,000 keys under one prefix, a reader reading it
 // whole back to back in pages of up to 10,000 keys bounded as a reply is
@@ -144,32 +174,8 @@ const applyPause = 100 * time.Microsecond
 // "no-reads" is the baseline. Reported: Apply's p50 and p99 in
 // microseconds and the pages read meanwhile.
 func BenchmarkApplyBesideBigReads(b *testing.B) {
-	const keys = 100_000
-	m := newStateMachine(func([]schema.Event) {})
-	value := json.RawMessage(`"` + strings.Repeat("v", 98) + `"`)
-	var index uint64
-	batch := make([][]byte, 0, 1000)
-	flush := func() {
-		data, err := fsm.EncodeBatch(batch)
-		if err != nil {
-			b.Fatal(err)
-		}
-		index++
-		m.ApplyBatch([]*raft.Log{{Type: raft.LogCommand, Index: index, Data: data}})
-		batch = batch[:0]
-	}
-	for i := 0; i < keys; i++ {
-		data, err := fsm.Encode(1000, &fsm.Put{Key: fmt.Sprintf("r.%07d", i), Value: value})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if batch = append(batch, data); len(batch) == cap(batch) {
-			flush()
-		}
-	}
-	if v := m.view(); v.KeyCount() != keys {
-		b.Fatalf("loaded %d keys", v.KeyCount())
-	}
+	m, value := loadPrefix(b, 100_000)
+	index := m.applied.get() // the next entries follow the load's
 	for _, mode := range []string{"no-reads", "reads-locked", "reads-on-view"} {
 		b.Run(mode, func(b *testing.B) {
 			stop := make(chan struct{})
