@@ -34,15 +34,11 @@ import (
 
 // historyConfig holds the flags of `etcdbench history`.
 type historyConfig struct {
-	concord    string
-	baseline   string // another concord binary as the second server, or ""
-	minimal    int64  // --history-revisions of the second server
-	clients    int
-	duration   time.Duration
-	warmup     time.Duration
-	rounds     int
-	valueBytes int
-	jsonFile   string
+	concord  string
+	baseline string // another concord binary as the second server, or ""
+	minimal  int64  // --history-revisions of the second server
+	roundFlags
+	jsonFile string
 }
 
 const historyUsage = `Usage: etcdbench history [flags]
@@ -75,11 +71,7 @@ func parseHistoryFlags(args []string) (*historyConfig, error) {
 	fs.StringVar(&cfg.concord, "concord", "bin/concord", "the concord binary (make build puts it in bin/)")
 	fs.StringVar(&cfg.baseline, "baseline", "", "a concord binary to run as the second server, with its defaults, instead of --concord with --history-revisions --minimal-revisions")
 	fs.Int64Var(&cfg.minimal, "minimal-revisions", 1, "--history-revisions of the second server (the least concord serve accepts is 1)")
-	fs.IntVar(&cfg.clients, "clients", 32, "concurrent clients, each on its own connection with one request in flight")
-	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "measurement window of each round on each server")
-	fs.DurationVar(&cfg.warmup, "warmup", time.Second, "load before each window that is not counted")
-	fs.IntVar(&cfg.rounds, "rounds", 6, "rounds; each measures both servers, which goes first alternating")
-	fs.IntVar(&cfg.valueBytes, "value-bytes", 64, "size of each value written (a JSON string, quotes included)")
+	cfg.roundFlags.add(fs, "measurement window of each round on each server", 6, "rounds; each measures both servers, which goes first alternating")
 	fs.StringVar(&cfg.jsonFile, "json-file", "", "also write every round and the medians as JSON to this file")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -87,19 +79,11 @@ func parseHistoryFlags(args []string) (*historyConfig, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	switch {
-	case cfg.minimal < 1:
+	if cfg.minimal < 1 {
 		return nil, fmt.Errorf("--minimal-revisions: %d, want at least 1 (concord serve refuses less)", cfg.minimal)
-	case cfg.clients < 1:
-		return nil, fmt.Errorf("--clients: %d, want at least 1", cfg.clients)
-	case cfg.duration <= 0:
-		return nil, fmt.Errorf("--duration: %s, want more than 0", cfg.duration)
-	case cfg.warmup < 0:
-		return nil, fmt.Errorf("--warmup: %s, want 0 or more", cfg.warmup)
-	case cfg.rounds < 1:
-		return nil, fmt.Errorf("--rounds: %d, want at least 1", cfg.rounds)
-	case cfg.valueBytes < 2:
-		return nil, fmt.Errorf("--value-bytes: %d, want at least 2 (a JSON string)", cfg.valueBytes)
+	}
+	if err := cfg.roundFlags.check(); err != nil {
+		return nil, err
 	}
 	return cfg, nil
 }
@@ -179,7 +163,7 @@ func runHistory(ctx context.Context, args []string) (err error) {
 	started := time.Now()
 	rep := &historyReport{Date: started.UTC().Format("2006-01-02 15:04 UTC"), Machine: readMachine(), Clients: cfg.clients,
 		DurationS: cfg.duration.Seconds(), WarmupS: cfg.warmup.Seconds(), Rounds: cfg.rounds, Servers: servers}
-	lcfg := &config{clients: cfg.clients, valueBytes: cfg.valueBytes}
+	lcfg := &config{roundFlags: roundFlags{clients: cfg.clients, valueBytes: cfg.valueBytes}}
 	pp := &ports{}
 	for _, hs := range servers {
 		hs.Version = toolVersion(hs.Binary, "version")
@@ -200,7 +184,7 @@ func runHistory(ctx context.Context, args []string) (err error) {
 		}
 	}
 
-	mcfg := &config{warmup: cfg.warmup, duration: cfg.duration, cores: runtime.NumCPU()}
+	mcfg := &config{roundFlags: roundFlags{warmup: cfg.warmup, duration: cfg.duration}, cores: runtime.NumCPU()}
 	for r := 1; r <= cfg.rounds; r++ {
 		order := []*historyServer{servers[0], servers[1]}
 		if r%2 == 0 {

@@ -43,15 +43,11 @@ import (
 
 // config holds the flags.
 type config struct {
-	concord     string
-	etcd        string
-	clients     int
-	duration    time.Duration
-	warmup      time.Duration
-	rounds      int
+	concord string
+	etcd    string
+	roundFlags
 	workloads   []string
 	topologies  []topology
-	valueBytes  int
 	onlyConcord bool
 	jsonOut     bool
 	markdown    bool
@@ -141,13 +137,9 @@ func parseFlags(args []string) (*config, error) {
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
 	fs.StringVar(&cfg.concord, "concord", "bin/concord", "the concord binary (make build puts it in bin/)")
 	fs.StringVar(&cfg.etcd, "etcd", "etcd", "the etcd binary, a path or a name on PATH")
-	fs.IntVar(&cfg.clients, "clients", 32, "concurrent clients, each on its own connection with one request in flight")
-	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "measurement window of each workload")
-	fs.DurationVar(&cfg.warmup, "warmup", time.Second, "load before each window that is not counted")
-	fs.IntVar(&cfg.rounds, "rounds", 3, "rounds per topology; each starts a fresh Concord and a fresh etcd")
+	cfg.roundFlags.add(fs, "measurement window of each workload", 3, "rounds per topology; each starts a fresh Concord and a fresh etcd")
 	workloads := fs.String("workloads", "grant,put,keepalive", "comma-separated, from "+strings.Join(allWorkloads, ", "))
 	topologies := fs.String("topologies", "single,cluster", "comma-separated: single (1 against 1), cluster (3 against 3)")
-	fs.IntVar(&cfg.valueBytes, "value-bytes", 64, "size of each value written (a JSON string, quotes included)")
 	fs.BoolVar(&cfg.onlyConcord, "only-concord", false, "run Concord and the echo floor only, without etcd")
 	fs.BoolVar(&cfg.jsonOut, "json", false, "print one JSON document with every round and the medians instead of a table")
 	fs.BoolVar(&cfg.markdown, "markdown", false, "print the medians as Markdown tables (for the README) instead of the text table")
@@ -158,17 +150,10 @@ func parseFlags(args []string) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	if err := cfg.roundFlags.check(); err != nil {
+		return nil, err
+	}
 	switch {
-	case cfg.clients < 1:
-		return nil, fmt.Errorf("--clients: %d, want at least 1", cfg.clients)
-	case cfg.duration <= 0:
-		return nil, fmt.Errorf("--duration: %s, want more than 0", cfg.duration)
-	case cfg.warmup < 0:
-		return nil, fmt.Errorf("--warmup: %s, want 0 or more", cfg.warmup)
-	case cfg.rounds < 1:
-		return nil, fmt.Errorf("--rounds: %d, want at least 1", cfg.rounds)
-	case cfg.valueBytes < 2:
-		return nil, fmt.Errorf("--value-bytes: %d, want at least 2 (a JSON string)", cfg.valueBytes)
 	case cfg.jsonOut && cfg.markdown:
 		return nil, errors.New("--json and --markdown: choose one")
 	}

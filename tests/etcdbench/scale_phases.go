@@ -249,7 +249,7 @@ func (ph *phases) reads(ctx context.Context) error {
 		return err
 	}
 	cfg := ph.cfg
-	mcfg := &config{warmup: cfg.warmup, duration: cfg.putDuration, cores: runtime.NumCPU()}
+	mcfg := &config{roundFlags: roundFlags{warmup: cfg.warmup, duration: cfg.putDuration}, cores: runtime.NumCPU()}
 	ops := make([]opFunc, cfg.putClients)
 	for i := range ops {
 		ops[i] = func(ctx context.Context, n int) error { return ph.t.put(ctx, i, putKey(i, n)) }
