@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -185,4 +186,61 @@ func (s *Service) checkJoiner(id string) *schema.Error {
 	}
 	s.formats.learned(raft.ServerID(id), format)
 	return nil
+}
+
+// Snapshot versions during a rolling upgrade. A node writes its snapshots
+// for itself, but when it leads it sends its latest one to a follower too
+// far behind to catch up from the log, and a release before snapshot
+// version 5 cannot read one. So a node writes version 5 only when every
+// other member of the configuration says it reads it, and version 4
+// otherwise: while a member runs an older release, or cannot be asked
+// (it is down: it may come back on the older release).
+
+// snapshotV5LogFormat is the log format of the first release that reads
+// snapshot version 5: both came in the same release.
+const snapshotV5LogFormat = fsm.LogFormatTxnCause
+
+// olderSnapshotVersion is the version written for members that do not
+// read the current one.
+const olderSnapshotVersion = 4
+
+// snapshotVersion asks the other members, as the batch gate does, and
+// returns the snapshot version they all read. Raft calls it from the
+// goroutine that writes the snapshot, never from Apply.
+func (s *Service) snapshotVersion() int {
+	f := s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		s.log.Warn("snapshot: could not read the configuration; writing the older version", "version", olderSnapshotVersion, "err", err)
+		return olderSnapshotVersion
+	}
+	var why []string
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, srv := range f.Configuration().Servers {
+		if srv.ID == raft.ServerID(s.cfg.NodeID) {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			format, err := s.memberLogFormat(srv.ID)
+			if err == nil && format >= snapshotV5LogFormat {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				why = append(why, fmt.Sprintf("node %s could not be asked which release it runs: %v", srv.ID, err))
+			} else {
+				why = append(why, fmt.Sprintf("node %s runs a release that reads log format %d, before snapshot version %d", srv.ID, format, fsm.SnapshotVersion))
+			}
+		}()
+	}
+	wg.Wait()
+	if len(why) > 0 {
+		sort.Strings(why)
+		s.log.Warn("snapshot: writing the older version, which every member reads", "version", olderSnapshotVersion, "why", strings.Join(why, "; "))
+		return olderSnapshotVersion
+	}
+	return fsm.SnapshotVersion
 }

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/service/datadir"
 )
 
 // askLog answers the gate's questions from a table and counts them.
@@ -259,5 +261,110 @@ func TestTxnDeleteCauseWaitsForEveryMember(t *testing.T) {
 	waitUntil(t, "the gate hears n9's new format", func() bool { return s.formats.allRead(fsm.LogFormatTxnCause) })
 	if c := causeOfTxnDelete("new"); c != schema.CauseTxn {
 		t.Fatalf("with every member on this release, a txn delete's cause is %q, want %q", c, schema.CauseTxn)
+	}
+}
+
+// snapshotVersionOnDisk reads the version of the node's latest snapshot:
+// "concord.fsm v5" opens version 5, a JSON header the JSON versions.
+func snapshotVersionOnDisk(t *testing.T, s *Service) int {
+	t.Helper()
+	metas, err := s.snaps.List()
+	if err != nil || len(metas) == 0 {
+		t.Fatalf("snapshots: %v, %v", metas, err)
+	}
+	_, rc, err := s.snaps.Open(metas[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if _, err := datadir.ReadSnapshotFrame(rc); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(rc).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	if line == fsm.SnapshotFormat+" v5\n" {
+		return 5
+	}
+	var h struct {
+		Version int `json:"version"`
+	}
+	if err := json.Unmarshal([]byte(line), &h); err != nil {
+		t.Fatalf("snapshot header %q: %v", line, err)
+	}
+	return h.Version
+}
+
+// A snapshot is written in the current version only while every member
+// reads it: with a member on the release before, or one that does not
+// answer, the version before. Either way the node restores it.
+func TestSnapshotVersionWaitsForEveryMember(t *testing.T) {
+	s, nc := startTest(t, nil)
+	put := func(key string) {
+		t.Helper()
+		if e := request(t, nc, "concord.kv.put", map[string]any{"key": key, "value": 1}, nil); e != nil {
+			t.Fatalf("put: %v", e)
+		}
+	}
+	snapshot := func() int {
+		t.Helper()
+		if err := s.raft.Snapshot().Error(); err != nil {
+			t.Fatalf("snapshot: %v", err)
+		}
+		return snapshotVersionOnDisk(t, s)
+	}
+	put("alone")
+	if v := snapshot(); v != fsm.SnapshotVersion {
+		t.Fatalf("a lone node wrote snapshot version %d, want %d", v, fsm.SnapshotVersion)
+	}
+
+	var format atomic.Int64
+	format.Store(fsm.LogFormatHistory)
+	sub, err := nc.Subscribe(s.names.NodeInfo("n9"), func(m *nats.Msg) {
+		_ = m.Respond(fmt.Appendf(nil, `{"id":"n9","cluster_id":"","state":"follower","term":0,"leader":"","last_index":0,"commit_index":0,"applied_index":0,"revision":0,"log_format":%d}`, format.Load()))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.raft.AddNonvoter("n9", "127.0.0.1:1", 0, 5*time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	put("older")
+	if v := snapshot(); v != olderSnapshotVersion {
+		t.Fatalf("with a member on the release before, snapshot version %d, want %d", v, olderSnapshotVersion)
+	}
+	format.Store(fsm.LogFormatTxnCause)
+	put("current")
+	if v := snapshot(); v != fsm.SnapshotVersion {
+		t.Fatalf("with every member on this release, snapshot version %d, want %d", v, fsm.SnapshotVersion)
+	}
+	if err := sub.Unsubscribe(); err != nil {
+		t.Fatal(err)
+	}
+	put("silent")
+	if v := snapshot(); v != olderSnapshotVersion {
+		t.Fatalf("with a member that does not answer, snapshot version %d, want %d", v, olderSnapshotVersion)
+	}
+
+	// The older version holds the whole state: a node restored from it
+	// has every key.
+	metas, err := s.snaps.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rc, err := s.snaps.Open(metas[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	restored := newStateMachine(func([]schema.Event) {})
+	if err := restored.Restore(rc); err != nil {
+		t.Fatalf("restore the older version: %v", err)
+	}
+	for _, key := range []string{"alone", "older", "current", "silent"} {
+		if reply := restored.view().Get(fsm.GetQuery{Key: key}, 0); len(reply.KVs) != 1 {
+			t.Fatalf("key %s missing after a restore from version %d", key, olderSnapshotVersion)
+		}
 	}
 }

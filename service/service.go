@@ -216,6 +216,7 @@ func (s *Service) start() error {
 	s.sm = newStateMachine(s.pub.enqueue)
 	s.sm.onResult = s.observeApplied
 	s.sm.onSnapshot = s.metrics.observeSnapshot
+	s.sm.snapshotVersion = s.snapshotVersion
 	s.goRun(s.pub.run)
 	s.probePrefix = nats.NewInbox()
 	if s.cfg.TestPauseFile != "" {

@@ -43,6 +43,9 @@ type stateMachine struct {
 	// onSnapshot, when set, learns each persisted snapshot's duration and
 	// size (telemetry).
 	onSnapshot func(d time.Duration, bytes int64)
+	// snapshotVersion, when set, says which snapshot version to write
+	// (fsm.Snapshot.WriteVersion); unset, the current one.
+	snapshotVersion func() int
 	// clockMoved is when the last applied entry that advanced the lease
 	// clock was appended to the log (Raft records the leader's time in the
 	// entry, so it survives restarts), guarded by mu; zero when unknown.
@@ -176,7 +179,7 @@ func (m *stateMachine) digest(withHash bool) (applied uint64, revision int64, ha
 func (m *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return &fsmSnapshot{index: m.applied.get(), snap: m.state.Snapshot(), onPersisted: m.onSnapshot}, nil
+	return &fsmSnapshot{index: m.applied.get(), snap: m.state.Snapshot(), onPersisted: m.onSnapshot, version: m.snapshotVersion}, nil
 }
 
 // Restore replaces the state from a snapshot written by fsmSnapshot.Persist.
@@ -206,6 +209,9 @@ type fsmSnapshot struct {
 	// onPersisted, when set, learns how long writing took and how many
 	// bytes were written.
 	onPersisted func(d time.Duration, bytes int64)
+	// version, when set, picks the version to write, as
+	// stateMachine.snapshotVersion.
+	version func() int
 }
 
 func (f *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
@@ -215,7 +221,11 @@ func (f *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 		sink.Cancel()
 		return fmt.Errorf("persist snapshot: %w", err)
 	}
-	n, err := f.snap.WriteTo(sink)
+	version := fsm.SnapshotVersion
+	if f.version != nil {
+		version = f.version()
+	}
+	n, err := f.snap.WriteVersion(sink, version)
 	if err != nil {
 		sink.Cancel()
 		return fmt.Errorf("persist snapshot: %w", err)
