@@ -1,6 +1,8 @@
 package service
 
 import (
+	"context"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -165,6 +167,13 @@ func (s *Service) observeApplied(r *fsm.Result, now int64) {
 	s.metrics.observeResult(r)
 	if len(r.Expired) == 0 || r.Err != nil || r.Cached {
 		return
+	}
+	// Each expiry with its deadline and the clock it applied at: what a
+	// lease lost early, or kept late, would show in a node's log.
+	if s.log.Enabled(context.Background(), slog.LevelDebug) {
+		for _, e := range r.Expired {
+			s.log.Debug("lease expired", "id", e.ID, "deadline_ms", e.Deadline, "lease_clock_ms", now, "keys", e.Keys)
+		}
 	}
 	committed, ok := s.clock.now()
 	if !ok {

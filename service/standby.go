@@ -36,12 +36,18 @@ import (
 //     heard there counts for leaderHeardFor). In a cluster where two
 //     healthy nodes serve, a restarting node hears their leader before it
 //     subscribes, and never does.
-//   - What reaches it anyway (a leader elected a moment ago, which the
-//     standby has not heard of yet) it holds for standbyDelay and then
-//     answers only if still no other node is known to lead and this
-//     node's own leader subscription did not receive it too. A requester
-//     keeps the first reply, so a serving leader, which answers within
-//     the delay, wins; the 503 that may follow it is dropped.
+//   - What reaches it (a leader elected a moment ago, which the standby
+//     has not heard of yet, may have it too) it holds for standbyDelay
+//     and then answers unless this node's own leader subscription was up
+//     when it came. It answers even when another node leads by then: a
+//     new leader gets only what was published after its subscription
+//     reached the requester's server, so a request held here since
+//     before may have reached no one else, and silence would cost its
+//     requester a whole attempt timeout while the new leader's lease
+//     clock runs (a keep-alive that cannot get through eats into its
+//     lease). A requester keeps the first reply, so a serving leader,
+//     which answers within the delay, wins; the 503 that follows it is
+//     dropped.
 //
 // A 503 that arrives first is retried by clients as any 503 is, so in
 // the worst case (a leader slower than the delay) the cost is a retry, and
@@ -363,13 +369,13 @@ func (s *Service) answerHeld(ctx context.Context) {
 }
 
 // standbyAnswers decides, once a request has waited, whether the standby
-// answers it: not when this node's leader subscription was up before it
-// arrived (that subscription got it too), nor when another node leads.
+// answers it: unless this node's leader subscription was up before it
+// arrived (that subscription got it too). Whether another node leads by
+// now does not matter: nothing says its subscription got the request (see
+// the top of this file).
 func (s *Service) standbyAnswers(arrived time.Time) bool {
-	if since := s.servingSince.Load(); since != 0 && arrived.UnixNano() > since {
-		return false
-	}
-	return !s.leaderElsewhere()
+	since := s.servingSince.Load()
+	return since == 0 || arrived.UnixNano() <= since
 }
 
 // standbyDescription is the 503's description: which node, and what it is

@@ -45,6 +45,9 @@ func startCluster(t *testing.T, size int, extra ...string) *cluster {
 	}
 	// Registered first, so a node that fails to start still shows its log.
 	t.Cleanup(func() {
+		if t.Failed() {
+			keepLogs(t, c.dir)
+		}
 		for i, n := range c.nodes {
 			n.kill()
 			if t.Failed() {
@@ -217,4 +220,37 @@ func (c *cluster) writeFaults(i int, block []string) {
 	if err := os.Rename(tmp, c.faults[i]); err != nil {
 		c.t.Fatal(err)
 	}
+}
+
+// keepLogsVar names a directory where a failed cluster test leaves a copy
+// of its nodes' logs, which t.TempDir would otherwise remove with the test.
+const keepLogsVar = "CONCORD_TEST_KEEP_LOGS"
+
+// keepLogs copies every node log in dir into a new directory under
+// $CONCORD_TEST_KEEP_LOGS, when that is set, and says where.
+func keepLogs(t *testing.T, dir string) {
+	root := os.Getenv(keepLogsVar)
+	if root == "" {
+		return
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	if len(logs) == 0 {
+		return
+	}
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	dest, err := os.MkdirTemp(root, name+"-")
+	if err != nil {
+		t.Logf("keep logs: %v", err)
+		return
+	}
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dest, filepath.Base(l)), b, 0o644)
+		}
+		if err != nil {
+			t.Logf("keep logs: %v", err)
+		}
+	}
+	t.Logf("node logs kept in %s", dest)
 }
