@@ -26,14 +26,15 @@ import (
 type Policy struct {
 	Fraction float64
 	Floor    uint64
-	// Free heap memory (freed by the collector, not yet returned) is
-	// returned at once when there is at least ReleaseMin bytes of it and
-	// the process, at its allocation rate of the last interval, would
-	// take longer than ReuseHorizon to use it again: after a load, say,
-	// a node at rest would otherwise keep the memory the load needed
-	// (Go's scavenger returns only what lies above the heap goal). At
-	// most once per ReleaseGap, since it costs a collection. ReleaseMin
-	// 0 turns it off.
+	// Reclaimable heap memory (free, and garbage the next collection
+	// would free) is collected and returned at once when there is at
+	// least ReleaseMin bytes of it and the process, at its allocation
+	// rate of the last interval, would take longer than ReuseHorizon to
+	// use it again: after a load, say, a node at rest would otherwise
+	// keep the memory the load needed (Go's scavenger returns only what
+	// lies above the heap goal, and an idle process does not collect).
+	// At most once per ReleaseGap, since it costs a collection.
+	// ReleaseMin 0 turns it off.
 	ReleaseMin   uint64
 	ReuseHorizon time.Duration
 	ReleaseGap   time.Duration
@@ -56,21 +57,32 @@ func (p Policy) Percent(live uint64) int {
 	return min(max(pct, 1), 100)
 }
 
-// shouldRelease reports whether free bytes of retained heap should go
-// back to the operating system, allocated bytes having been allocated
-// over the last interval.
-func (p Policy) shouldRelease(free, allocated uint64, interval time.Duration) bool {
-	if p.ReleaseMin == 0 || free < p.ReleaseMin {
+// shouldRelease reports whether reclaimable bytes of heap should go back
+// to the operating system, allocated bytes having been allocated over the
+// last interval.
+func (p Policy) shouldRelease(reclaimable, allocated uint64, interval time.Duration) bool {
+	if p.ReleaseMin == 0 || reclaimable < p.ReleaseMin {
 		return false
 	}
-	// At allocated per interval, free lasts free/allocated intervals.
-	return float64(allocated)*float64(p.ReuseHorizon) < float64(free)*float64(interval)
+	// At allocated per interval, it lasts reclaimable/allocated intervals.
+	return float64(allocated)*float64(p.ReuseHorizon) < float64(reclaimable)*float64(interval)
+}
+
+// reclaimable is what a collection and a release would give back: the
+// free heap, and the object bytes beyond what the last collection found
+// live (garbage since, mostly, when the process is at rest).
+func reclaimable(free, objects, live uint64) uint64 {
+	if objects > live {
+		free += objects - live
+	}
+	return free
 }
 
 const (
-	liveMetric   = "/gc/heap/live:bytes"
-	freeMetric   = "/memory/classes/heap/free:bytes"
-	allocsMetric = "/gc/heap/allocs:bytes"
+	liveMetric    = "/gc/heap/live:bytes"
+	freeMetric    = "/memory/classes/heap/free:bytes"
+	allocsMetric  = "/gc/heap/allocs:bytes"
+	objectsMetric = "/memory/classes/heap/objects:bytes"
 )
 
 // read returns a sample's value, 0 when the runtime does not have it.
@@ -88,7 +100,7 @@ func read(s metrics.Sample) uint64 {
 // included: the caller decides whether to run it) and restores the one in
 // force before it began when it returns.
 func (p Policy) Run(ctx context.Context, interval time.Duration) {
-	sample := []metrics.Sample{{Name: liveMetric}, {Name: freeMetric}, {Name: allocsMetric}}
+	sample := []metrics.Sample{{Name: liveMetric}, {Name: freeMetric}, {Name: allocsMetric}, {Name: objectsMetric}}
 	prev := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(prev)
 	current := 100
@@ -105,7 +117,8 @@ func (p Policy) Run(ctx context.Context, interval time.Duration) {
 			}
 		}
 		allocs := read(sample[2])
-		if !first && time.Since(lastRelease) >= p.ReleaseGap && p.shouldRelease(read(sample[1]), allocs-lastAllocs, interval) {
+		spare := reclaimable(read(sample[1]), read(sample[3]), read(sample[0]))
+		if !first && time.Since(lastRelease) >= p.ReleaseGap && p.shouldRelease(spare, allocs-lastAllocs, interval) {
 			debug.FreeOSMemory()
 			lastRelease = time.Now()
 		}
