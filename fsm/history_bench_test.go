@@ -84,3 +84,25 @@ func BenchmarkGetAtHotPage(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkApplyPutOverwrite: a put that replaces a key's live record, over
+// 100,000 keys written once before the timer starts, so that each put moves
+// the version it replaces into the history (default retention keeps it).
+func BenchmarkApplyPutOverwrite(b *testing.B) {
+	const keys = 100_000
+	s := New()
+	mustApply(b, s, t0, benchLimits)
+	for i := 0; i < keys; i++ {
+		mustApply(b, s, t0, &Put{Key: fmt.Sprintf("svc.api.n%06d", i), Value: val(`{"addr":"10.0.0.1","port":8080}`)})
+	}
+	entries := encodeAll(b, b.N, func(i int) (int64, any) {
+		return t0 + int64(i/1000), &Put{
+			Key:   fmt.Sprintf("svc.api.n%06d", i%keys),
+			Value: val(fmt.Sprintf(`{"addr":"10.0.%d.%d","port":8080}`, i/256%256, i%256)),
+		}
+	})
+	applyAllTimed(b, s, entries)
+	if s.KeyCount() != keys || s.HistoryChanges() != keys+b.N {
+		b.Fatalf("%d keys and %d changes after %d overwrites", s.KeyCount(), s.HistoryChanges(), b.N)
+	}
+}
