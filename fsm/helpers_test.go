@@ -299,7 +299,7 @@ func checkInvariants(s *State) error {
 	if ok != (len(deadlines) > 0) || (ok && nd != deadlines[0].deadline) {
 		return fmt.Errorf("NextDeadline = %d, %v; deadlines %v", nd, ok, deadlines)
 	}
-	return nil
+	return checkHistory(s)
 }
 
 // resultJSON renders everything a Result carries, for comparing the output

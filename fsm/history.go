@@ -15,9 +15,12 @@ import (
 //
 // A version of a put holds the record it wrote, the same *record as the
 // live tree while it is current (records are immutable), so a value is
-// stored once however many indexes point at it. A key whose only version
-// is its live record has no version here once the floor passes it: the
-// live tree answers for it at any revision from its mod_revision on.
+// stored once however many indexes point at it. A version that is still
+// current (a live one) is in the change log only: the live tree answers
+// for its key at any revision from its mod_revision on, so the key index
+// holds only what the live tree cannot answer, the versions keys had
+// before. A key changed once since the floor costs the key index nothing,
+// and a read at a past revision walks only the keys that changed since.
 
 // Causes of a version, as stored; schema.Cause* on the wire.
 const (
@@ -111,8 +114,9 @@ type history struct {
 	// byRev holds every version above the floor, by (revision, op_index):
 	// the change log.
 	byRev *btree.BTreeG[*version]
-	// byKey holds the same versions and the bases, by (key, revision,
-	// op_index).
+	// byKey holds the versions that are no longer live (those above the
+	// floor, and the bases), by (key, revision, op_index): the live tree
+	// and byRev hold the rest.
 	byKey *btree.BTreeG[*version]
 	// floor is the compaction floor: the changes at or below it are gone,
 	// and the keyspace can be read at any revision from it on.
@@ -127,7 +131,8 @@ func (h history) clone() history {
 	return history{byRev: h.byRev.Clone(), byKey: h.byKey.Clone(), floor: h.floor}
 }
 
-// latest returns the newest version of key at or below rev, or nil.
+// latest returns the newest version of key at or below rev that the key
+// index holds, or nil: never the key's live version (see recordAt).
 func (h history) latest(key string, rev int64) *version {
 	var found *version
 	h.byKey.DescendLessOrEqual(keyPivot(key, rev, math.MaxInt32), func(v *version) bool {
@@ -145,36 +150,92 @@ func (h history) latest(key string, rev int64) *version {
 // apply collected them in s.prevs.
 func (s *State) recordChanges(events []schema.Event, now int64) {
 	h := &s.hist
+	var last map[string]int // a key's last event, for commands of many
 	for i := range events {
 		e := &events[i]
 		var prev *record
 		if i < len(s.prevs) {
 			prev = s.prevs[i]
 		}
-		// The first change of a key since the floor passed it: its
-		// record until now is the version the key had at the floor. The
-		// history holds a version of a key exactly when the key changed
-		// above the floor, so its record says whether this is the first
-		// without a lookup.
-		if prev != nil && prev.modRevision <= h.floor {
-			h.byKey.ReplaceOrInsert(&version{rev: prev.modRevision, cause: causePut, rec: prev})
+		if prev != nil && prev.modRevision < e.Revision {
+			// prev was live until this command: the key index takes over
+			// its version. An earlier change of this command (at this
+			// revision) went there already.
+			if prev.modRevision <= h.floor {
+				// The first change of the key since the floor passed it:
+				// its record until now is the version it had at the floor.
+				// The history holds a version of a key exactly when the key
+				// changed above the floor, so its record says whether this
+				// is the first without a lookup.
+				h.byKey.ReplaceOrInsert(&version{rev: prev.modRevision, cause: causePut, rec: prev})
+			} else if pv := h.changeOf(prev); pv != nil {
+				h.byKey.ReplaceOrInsert(pv)
+			}
 		}
 		v := &version{rev: e.Revision, op: int32(e.OpIndex), cause: causeOf(e.Cause), now: now}
-		if e.Type == schema.EventDelete {
+		live := false
+		switch {
+		case e.Type == schema.EventDelete:
 			// The record it deleted, whose key and lease are the event's.
 			v.rec = prev
-		} else if r := s.getRecord(e.Key); r != nil && r.modRevision == e.Revision && r.version == e.Version {
-			v.rec = r
-		} else {
+		case lastEventOf(events, i, &last):
+			// The key's last change in the command: its record is live.
+			if r := s.getRecord(e.Key); r != nil && r.modRevision == e.Revision && r.version == e.Version {
+				v.rec, live = r, true
+			}
+		}
+		if v.rec == nil {
 			// A later operation of the same transaction changed the key
 			// again: this version is no longer live.
 			v.rec = &record{key: e.Key, value: e.Value, createRevision: e.CreateRevision, modRevision: e.ModRevision, version: e.Version, lease: e.Lease,
 				extra: newExtra(e.ContentType, e.Metadata)}
 		}
 		h.byRev.ReplaceOrInsert(v)
-		h.byKey.ReplaceOrInsert(v)
+		if !live {
+			h.byKey.ReplaceOrInsert(v)
+		}
 	}
 	s.retain(now)
+}
+
+// lastEventOf reports whether events[i] is the last event of its key. A
+// command of a few events is searched; for one of many, *last is built
+// once (a transaction may write many keys, each once).
+func lastEventOf(events []schema.Event, i int, last *map[string]int) bool {
+	const search = 16
+	if len(events) <= search {
+		for j := i + 1; j < len(events); j++ {
+			if events[j].Key == events[i].Key {
+				return false
+			}
+		}
+		return true
+	}
+	if *last == nil {
+		*last = make(map[string]int, len(events))
+		for j := range events {
+			(*last)[events[j].Key] = j
+		}
+	}
+	return (*last)[events[i].Key] == i
+}
+
+// changeOf returns the change that wrote r, a put above the floor, or nil.
+// A record does not know its op_index: the changes of its revision are
+// searched, as many as its command made (one, but for a transaction).
+func (h history) changeOf(r *record) *version {
+	var found *version
+	h.byRev.AscendGreaterOrEqual(&version{rev: r.modRevision}, func(v *version) bool {
+		if v.rev != r.modRevision {
+			return false
+		}
+		if v.rec == r && !v.isDelete() {
+			found = v
+			return false
+		}
+		return true
+	})
+	return found
 }
 
 // retain raises the floor so that the history keeps the last
@@ -197,9 +258,9 @@ func (s *State) retain(now int64) {
 
 // compactTo raises the floor to rev (never lowers it). Each change at or
 // below it leaves the change log; in the key index the version it replaced
-// goes, and so does the change itself unless a later change of its key
-// still needs it as the key's base: a delete is never a base (the key did
-// not exist), and a put that is still current is answered by the live tree.
+// goes, and so does the change itself if it is a delete (never a base: the
+// key did not exist). A put that is no longer live stays as its key's base;
+// one that is still live is not in the key index (the live tree answers).
 func (s *State) compactTo(rev int64) {
 	h := &s.hist
 	if rev <= h.floor {
@@ -214,14 +275,15 @@ func (s *State) compactTo(rev int64) {
 		if prev := h.previous(v); prev != nil {
 			h.byKey.Delete(prev)
 		}
-		if v.isDelete() || h.next(v) == nil {
+		if v.isDelete() {
 			h.byKey.Delete(v)
 		}
 	}
 	h.floor = rev
 }
 
-// previous returns the version of v's key just before v, or nil.
+// previous returns the version of v's key just before v in the key index,
+// or nil. v need not be in it (a live version is not).
 func (h history) previous(v *version) *version {
 	var found *version
 	h.byKey.DescendLessOrEqual(v, func(p *version) bool {
@@ -230,21 +292,6 @@ func (h history) previous(v *version) *version {
 		}
 		if p.rec.key == v.rec.key {
 			found = p
-		}
-		return false
-	})
-	return found
-}
-
-// next returns the version of v's key just after v, or nil.
-func (h history) next(v *version) *version {
-	var found *version
-	h.byKey.AscendGreaterOrEqual(v, func(n *version) bool {
-		if n == v {
-			return true
-		}
-		if n.rec.key == v.rec.key {
-			found = n
 		}
 		return false
 	})
@@ -548,10 +595,20 @@ func (s *State) History(q HistoryQuery) (*schema.KVHistoryReply, error) {
 		reply.NextRevision = v.rev
 		return true
 	}
+	// The key's live version, its newest, is in the change log only.
+	var live *version
+	if r := s.getRecord(q.Key); r != nil && r.modRevision > h.floor && r.modRevision >= lo && r.modRevision <= hi {
+		live = h.changeOf(r)
+	}
 	if q.NewestFirst {
-		h.byKey.DescendRange(keyPivot(q.Key, hi, math.MaxInt32), keyPivot(q.Key, lo-1, math.MaxInt32), add)
+		if live == nil || add(live) {
+			h.byKey.DescendRange(keyPivot(q.Key, hi, math.MaxInt32), keyPivot(q.Key, lo-1, math.MaxInt32), add)
+		}
 	} else {
 		h.byKey.AscendRange(keyPivot(q.Key, lo, math.MinInt32), keyPivot(q.Key, hi+1, math.MinInt32), add)
+		if live != nil && !reply.More {
+			add(live)
+		}
 	}
 	if !reply.More {
 		reply.NextRevision = 0

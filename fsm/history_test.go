@@ -149,38 +149,80 @@ func TestHistoryReadsMatchTheirTime(t *testing.T) {
 	}
 }
 
-// checkHistory checks the history's own invariants: the change log is
-// exactly the versions above the floor; at or below the floor the key
-// index keeps only puts that a later version of their key needs; a key
-// whose only version would be its live record keeps none.
+// checkHistory checks the history's own shape: the change log is exactly
+// the versions above the floor; the key index holds those that are not
+// live and, at or below the floor, only puts that a later version of their
+// key needs (one per key); a live version (a put whose record is its key's
+// live record) is in the change log only, and each live record changed
+// above the floor has one there; a key whose only version would be its
+// live record keeps none in the key index.
 func checkHistory(s *State) error {
 	h := s.hist
+	isLive := func(v *version) bool { return !v.isDelete() && s.getRecord(v.key()) == v.rec }
 	above := 0
 	var prev *version
 	var err error
 	h.byKey.Ascend(func(v *version) bool {
+		if isLive(v) {
+			err = fmt.Errorf("the key index holds %s@%d/%d, the live record of its key", v.key(), v.rev, v.op)
+		}
 		if v.rev > h.floor {
 			above++
-			if _, ok := h.byRev.Get(v); !ok {
+			if got, ok := h.byRev.Get(v); !ok || got != v {
 				err = fmt.Errorf("version %s@%d/%d above the floor is not in the change log", v.key(), v.rev, v.op)
 			}
 		} else {
 			if v.isDelete() {
 				err = fmt.Errorf("tombstone %s@%d at or below the floor %d", v.key(), v.rev, h.floor)
 			}
-			if n := h.next(v); n == nil {
-				err = fmt.Errorf("version %s@%d at or below the floor has no later version", v.key(), v.rev)
-			}
 			if prev != nil && prev.key() == v.key() && prev.rev <= h.floor {
 				err = fmt.Errorf("two versions of %s at or below the floor", v.key())
+			}
+			later := false
+			h.byKey.AscendGreaterOrEqual(keyPivot(v.key(), v.rev, v.op+1), func(n *version) bool {
+				later = n.key() == v.key()
+				return false
+			})
+			if r := s.getRecord(v.key()); r != nil && r.modRevision > v.rev {
+				later = true
+			}
+			if !later {
+				err = fmt.Errorf("version %s@%d at or below the floor has no later version", v.key(), v.rev)
 			}
 		}
 		prev = v
 		return err == nil
 	})
-	if err == nil && above != h.byRev.Len() {
-		err = fmt.Errorf("the change log holds %d versions, the key index %d above the floor", h.byRev.Len(), above)
+	if err != nil {
+		return err
 	}
+	live := 0
+	h.byRev.Ascend(func(v *version) bool {
+		switch {
+		case v.rev <= h.floor:
+			err = fmt.Errorf("change %s@%d/%d at or below the floor %d", v.key(), v.rev, v.op, h.floor)
+		case isLive(v):
+			live++
+		case !h.byKey.Has(v):
+			err = fmt.Errorf("change %s@%d/%d, no longer live, is not in the key index", v.key(), v.rev, v.op)
+		}
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	if above+live != h.byRev.Len() {
+		return fmt.Errorf("the change log holds %d versions; the key index %d above the floor, and %d are live", h.byRev.Len(), above, live)
+	}
+	s.kv.Ascend(func(r *record) bool {
+		if r.modRevision > h.floor && h.changeOf(r) == nil {
+			err = fmt.Errorf("live key %q changed at %d, above the floor %d, has no change in the log", r.key, r.modRevision, h.floor)
+		}
+		if r.modRevision > h.floor && r.version > 1 && h.latest(r.key, r.modRevision) == nil {
+			err = fmt.Errorf("live key %q changed at %d, above the floor %d, keeps no version before it", r.key, r.modRevision, h.floor)
+		}
+		return err == nil
+	})
 	return err
 }
 
@@ -195,9 +237,20 @@ func TestHistoryTxnWritesAKeyTwice(t *testing.T) {
 	if first == nil || string(first.rec.value) != `1` {
 		t.Fatalf("version at 1: %+v", first)
 	}
-	last := s.hist.latest("k", 2)
-	if last == nil || last.op != 1 || last.rec != s.getRecord("k") {
-		t.Fatalf("the latest version is not the live record: %+v", last)
+	// The first write of the transaction is no longer live: the key
+	// index holds a copy of it. The second is the live record, in the
+	// change log only.
+	mid := s.hist.latest("k", 2)
+	if mid == nil || mid.op != 0 || string(mid.rec.value) != `2` || mid.rec == s.getRecord("k") {
+		t.Fatalf("the key index's newest version of k is not the transaction's first write: %+v", mid)
+	}
+	last := s.hist.changeOf(s.getRecord("k"))
+	if last == nil || last.rev != 2 || last.op != 1 || s.hist.byKey.Has(last) {
+		t.Fatalf("the live version is not the transaction's second write, in the change log only: %+v", last)
+	}
+	eq(t, "history of k", len(readHistory(t, s, HistoryQuery{Key: "k"})), 3)
+	if err := checkHistory(s); err != nil {
+		t.Fatal(err)
 	}
 	r, err := s.GetAt(GetQuery{Key: "k"}, 1, s.Now())
 	if err != nil {
@@ -206,9 +259,10 @@ func TestHistoryTxnWritesAKeyTwice(t *testing.T) {
 	eq(t, "k at 1", string(r.KVs[0].Value), `1`)
 }
 
-// Once the floor passes a key written once, the history holds nothing of
-// it: the live record answers, so a million keys written once cost the
-// history nothing.
+// A live version is in the change log only, and once the floor passes a
+// key written once the history holds nothing of it: the live record
+// answers, so a million keys written once cost the key index nothing,
+// and the history nothing once the floor passed them.
 func TestHistoryKeepsNothingOfUnchangedKeys(t *testing.T) {
 	s := New()
 	mustApply(t, s, t0, &Limits{MaxLeases: 10, MaxKeysPerLease: 10, HistoryRevisions: 5, HistoryAgeMS: 60_000})
@@ -216,7 +270,7 @@ func TestHistoryKeepsNothingOfUnchangedKeys(t *testing.T) {
 		mustApply(t, s, t0, &Put{Key: fmt.Sprintf("k%03d", i), Value: val(`1`)})
 	}
 	eq(t, "change log", s.hist.byRev.Len(), 5)
-	eq(t, "key index", s.hist.byKey.Len(), 5)
+	eq(t, "key index", s.hist.byKey.Len(), 0)
 	r, err := s.GetAt(GetQuery{Key: "k000"}, s.CompactRevision(), s.Now())
 	if err != nil {
 		t.Fatal(err)

@@ -145,6 +145,58 @@ func (s *State) Snapshot() *Snapshot {
 	}
 }
 
+// liveRecords returns the live records in key order, and how many of
+// them changed above the floor: those whose live version the history
+// holds, in the change log only.
+func (sn *Snapshot) liveRecords() (recs []*record, above int) {
+	recs = make([]*record, 0, sn.kv.Len())
+	sn.kv.Ascend(func(r *record) bool {
+		recs = append(recs, r)
+		if r.modRevision > sn.hist.floor {
+			above++
+		}
+		return true
+	})
+	return recs, above
+}
+
+// ascendHistory calls f with every version of the history in key order,
+// as a snapshot stores them, until f returns false: the key index's, and
+// each key's live version after its others. recs are the live records in
+// key order, and ref the place of v's key in them (-1 when not live); v is
+// the live version when ref >= 0 and recs[ref] == v.rec.
+func (sn *Snapshot) ascendHistory(recs []*record, f func(v *version, ref int) bool) bool {
+	h := sn.hist
+	cur := 0 // the next live record whose live version is not yet given
+	// liveBefore gives the live versions of the records before key, or of
+	// all that are left when all.
+	liveBefore := func(key string, all bool) bool {
+		for ; cur < len(recs) && (all || recs[cur].key < key); cur++ {
+			if r := recs[cur]; r.modRevision > h.floor {
+				if v := h.changeOf(r); v != nil && !f(v, cur) {
+					cur++
+					return false
+				}
+			}
+		}
+		return true
+	}
+	ok := true
+	h.byKey.Ascend(func(v *version) bool {
+		key := v.key()
+		if ok = liveBefore(key, false); !ok {
+			return false
+		}
+		ref := -1
+		if cur < len(recs) && recs[cur].key == key {
+			ref = cur
+		}
+		ok = f(v, ref)
+		return ok
+	})
+	return ok && liveBefore("", true)
+}
+
 // WriteTo writes the snapshot in the current version (SnapshotVersion):
 // leases by id, keys by key, idempotency entries by age, the history by
 // key. The output is a function of the state alone, so equal states give

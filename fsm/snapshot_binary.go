@@ -377,12 +377,15 @@ func (e *binaryEncoder) finish() (int64, error) {
 
 // writeBinary writes version 5.
 func (sn *Snapshot) writeBinary(w io.Writer) (int64, error) {
+	// The live records, in key order: the history names a live key by its
+	// place here, and finds its live record by walking this alongside.
+	recs, live := sn.liveRecords()
 	e := newBinaryEncoder(w)
 	e.header(&snapshotHeader{
 		Revision: sn.revision, NextLeaseID: sn.nextLeaseID, Now: sn.now, Limits: sn.limits,
-		Leases: sn.leases.Len(), Keys: sn.kv.Len(),
+		Leases: sn.leases.Len(), Keys: len(recs),
 		Idempotency: sn.idem.Len(), IdempotencySeq: sn.idemSeq,
-		History: sn.hist.byKey.Len(), CompactRevision: sn.hist.floor,
+		History: sn.hist.byKey.Len() + live, CompactRevision: sn.hist.floor,
 	})
 
 	e.start(frameLeases)
@@ -392,16 +395,14 @@ func (sn *Snapshot) writeBinary(w io.Writer) (int64, error) {
 	})
 	e.endSection()
 
-	// The live records, in key order: the history names a live key by its
-	// place here, and finds its live record by walking this alongside.
-	recs := make([]*record, 0, sn.kv.Len())
 	e.start(frameKeys)
-	sn.kv.Ascend(func(r *record) bool {
+	for _, r := range recs {
 		sk := snapshotKVOf(r)
 		e.kv(&sk)
-		recs = append(recs, r)
-		return e.err == nil
-	})
+		if e.err != nil {
+			break
+		}
+	}
 	e.endSection()
 
 	e.start(frameIdem)
@@ -412,18 +413,9 @@ func (sn *Snapshot) writeBinary(w io.Writer) (int64, error) {
 	e.endSection()
 
 	e.start(frameHistory)
-	cur := 0
 	var rec snapshotKV // reused: the encoder keeps nothing
-	sn.hist.byKey.Ascend(func(v *version) bool {
-		key := v.key()
-		for cur < len(recs) && recs[cur].key < key {
-			cur++
-		}
-		ref := -1
-		if cur < len(recs) && recs[cur].key == key {
-			ref = cur
-		}
-		sv := snapshotVersion{Key: key, Revision: v.rev, OpIndex: v.op, Now: v.now, cause: v.cause}
+	sn.ascendHistory(recs, func(v *version, ref int) bool {
+		sv := snapshotVersion{Key: v.key(), Revision: v.rev, OpIndex: v.op, Now: v.now, cause: v.cause}
 		switch {
 		case v.isDelete():
 			sv.Lease = v.rec.lease

@@ -17,25 +17,26 @@ import (
 
 // writeJSON writes version 4.
 func (sn *Snapshot) writeJSON(w io.Writer) (int64, error) {
+	recs, live := sn.liveRecords()
 	cw := &countingWriter{w: bufio.NewWriterSize(w, 1<<16)}
 	enc := json.NewEncoder(cw)
 	enc.SetEscapeHTML(false)
 	err := enc.Encode(snapshotHeader{
 		Format: SnapshotFormat, Version: 4,
 		Revision: sn.revision, NextLeaseID: sn.nextLeaseID, Now: sn.now, Limits: sn.limits,
-		Leases: sn.leases.Len(), Keys: sn.kv.Len(),
+		Leases: sn.leases.Len(), Keys: len(recs),
 		Idempotency: sn.idem.Len(), IdempotencySeq: sn.idemSeq,
-		History: sn.hist.byKey.Len(), CompactRevision: sn.hist.floor,
+		History: sn.hist.byKey.Len() + live, CompactRevision: sn.hist.floor,
 	})
 	sn.leases.Ascend(func(l *lease) bool {
 		err = enc.Encode(snapshotLease{l.id, l.ttl, l.deadline, l.grantedRevision, l.anonymous, l.metadata})
 		return err == nil
 	})
-	if err == nil {
-		sn.kv.Ascend(func(r *record) bool {
-			err = enc.Encode(snapshotKVOf(r))
-			return err == nil
-		})
+	for _, r := range recs {
+		if err != nil {
+			break
+		}
+		err = enc.Encode(snapshotKVOf(r))
 	}
 	if err == nil {
 		sn.idem.Ascend(func(e *idemEntry) bool {
@@ -44,17 +45,16 @@ func (sn *Snapshot) writeJSON(w io.Writer) (int64, error) {
 		})
 	}
 	if err == nil {
-		sn.hist.byKey.Ascend(func(v *version) bool {
+		sn.ascendHistory(recs, func(v *version, ref int) bool {
 			sv := snapshotVersion{Key: v.key(), Revision: v.rev, OpIndex: v.op, Cause: causeNames[v.cause], Now: v.now}
-			if v.isDelete() {
+			switch {
+			case v.isDelete():
 				sv.Lease = v.rec.lease
-			} else if r := v.rec; r != nil {
-				if live, ok := sn.kv.Get(r); ok && live == r {
-					sv.Live = true
-				} else {
-					kv := snapshotKVOf(r)
-					sv.Record = &kv
-				}
+			case ref >= 0 && recs[ref] == v.rec:
+				sv.Live = true
+			default:
+				kv := snapshotKVOf(v.rec)
+				sv.Record = &kv
 			}
 			err = enc.Encode(sv)
 			return err == nil

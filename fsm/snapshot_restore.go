@@ -41,6 +41,8 @@ type restorer struct {
 	// the history comes in key order, so they only move forward.
 	cur  int
 	vers []*version // the history, by key
+	// keyed is vers without the live versions: the key index.
+	keyed []*version
 	// above counts the versions above the floor: the change log.
 	above int
 
@@ -389,6 +391,7 @@ func (rs *restorer) readHistory(src snapshotSource, n int) error {
 	floor := s.hist.floor
 	byKey := startTree(rs, s.hist.byKey)
 	var prev *version
+	prevLive := false
 	var sv snapshotVersion
 	for i := 0; i < n; i++ {
 		if err := src.version(&sv); err != nil {
@@ -442,6 +445,8 @@ func (rs *restorer) readHistory(src snapshotSource, n int) error {
 		switch {
 		case prev != nil && !lessByKey(prev, v):
 			return bad("out of order")
+		case prevLive && prev.key() == sv.Key:
+			return bad("a version after its key's live one")
 		case prev != nil && prev.key() == sv.Key && prev.rev <= floor && v.rev <= floor:
 			return bad("two versions of one key at or below the floor")
 		case v.rev <= floor && v.isDelete():
@@ -453,16 +458,21 @@ func (rs *restorer) readHistory(src snapshotSource, n int) error {
 			return fmt.Errorf("%w: history: key %q keeps a version at the floor but no change after it", ErrBadSnapshot, prev.key())
 		}
 		rs.vers = append(grow(rs.vers, n), v)
-		byKey.add(rs.vers)
+		if !sv.Live {
+			// A live version is in the change log only: the live tree
+			// answers for it.
+			rs.keyed = append(grow(rs.keyed, n), v)
+			byKey.add(rs.keyed)
+		}
 		if v.rev > floor {
 			rs.above++
 		}
-		prev = v
+		prev, prevLive = v, sv.Live
 	}
 	if prev != nil && prev.rev <= floor {
 		return fmt.Errorf("%w: history: key %q keeps a version at the floor but no change after it", ErrBadSnapshot, prev.key())
 	}
-	byKey.finish(rs.vers)
+	byKey.finish(rs.keyed)
 	byRev, err := rs.changeLog()
 	if err != nil {
 		return err
