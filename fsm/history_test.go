@@ -259,6 +259,78 @@ func TestHistoryTxnWritesAKeyTwice(t *testing.T) {
 	eq(t, "k at 1", string(r.KVs[0].Value), `1`)
 }
 
+// A transaction that puts a key, deletes it and puts it again writes two
+// records of the same version at one revision: only the last is live, and
+// the history keeps the first as it was written.
+func TestHistoryTxnPutsDeletesAndPutsAKey(t *testing.T) {
+	s := New()
+	mustApply(t, s, t0, &Txn{Success: []TxnOp{{Put: &Put{Key: "k", Value: val(`1`)}}, {Delete: &Delete{Key: "k"}}, {Put: &Put{Key: "k", Value: val(`2`)}}}})
+	var got []string
+	for _, e := range readHistory(t, s, HistoryQuery{Key: "k"}) {
+		got = append(got, fmt.Sprintf("%s %d/%d %s", e.Type, e.Revision, e.OpIndex, e.Value))
+	}
+	eq(t, "history", got, []string{"put 1/0 1", "delete 1/1 ", "put 1/2 2"})
+	c, err := s.Changes(ChangesQuery{Key: "k", AfterRevision: 0, AfterOpIndex: -1, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "first change's value", string(c.Events[0].Value), `1`)
+	if err := checkHistory(s); err != nil {
+		t.Fatal(err)
+	}
+	data := snap(t, s)
+	r := restored(t, data)
+	eq(t, "restored history", readHistory(t, r, HistoryQuery{Key: "k"}), readHistory(t, s, HistoryQuery{Key: "k"}))
+	eq(t, "written again", string(snap(t, r)), string(data))
+}
+
+// A key's history ends with its live version, which the change log holds
+// and the key index does not: pages of one record, either way, and windows
+// that end before it or start at it, find it where it belongs.
+func TestHistoryEndsWithTheLiveVersion(t *testing.T) {
+	s := New()
+	for i := 1; i <= 3; i++ {
+		mustApply(t, s, t0, &Put{Key: "k", Value: val(fmt.Sprint(i))})
+	}
+	mustApply(t, s, t0, &Txn{Success: []TxnOp{{Put: &Put{Key: "k", Value: val(`4`)}}, {Put: &Put{Key: "k", Value: val(`5`)}}}})
+	mustApply(t, s, t0, &Put{Key: "other", Value: val(`1`)})
+	if s.hist.byKey.Has(s.hist.changeOf(s.getRecord("k"))) {
+		t.Fatal("the key index holds the live version")
+	}
+	values := func(q HistoryQuery) []string {
+		var out []string
+		for {
+			r, err := s.History(q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range r.Records {
+				out = append(out, string(e.Value))
+			}
+			if !r.More {
+				return out
+			}
+			q.After = r.NextRevision
+		}
+	}
+	eq(t, "oldest first", values(HistoryQuery{Key: "k", Limit: 1}), []string{"1", "2", "3", "4", "5"})
+	eq(t, "newest first", values(HistoryQuery{Key: "k", Limit: 1, NewestFirst: true}), []string{"5", "4", "3", "2", "1"})
+	eq(t, "to before it", values(HistoryQuery{Key: "k", Limit: 10, To: 3}), []string{"1", "2", "3"})
+	eq(t, "from it", values(HistoryQuery{Key: "k", Limit: 10, From: 4}), []string{"4", "5"})
+	eq(t, "from it, newest first", values(HistoryQuery{Key: "k", Limit: 10, From: 4, NewestFirst: true}), []string{"5", "4"})
+	eq(t, "after it", values(HistoryQuery{Key: "k", Limit: 10, From: 5}), []string(nil))
+	eq(t, "written once", values(HistoryQuery{Key: "other", Limit: 10}), []string{"1"})
+
+	// Compacted past it, the key has no history, and the key index
+	// nothing of it.
+	mustApply(t, s, t0, &Compact{Revision: 4})
+	eq(t, "compacted", values(HistoryQuery{Key: "k", Limit: 10}), []string(nil))
+	eq(t, "key index", s.hist.byKey.Len(), 0)
+	if err := checkHistory(s); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A live version is in the change log only, and once the floor passes a
 // key written once the history holds nothing of it: the live record
 // answers, so a million keys written once cost the key index nothing,

@@ -578,6 +578,11 @@ func badV5Snapshots(t testing.TB) []badSnapshot {
 		k := snapshotKV{Key: "idem.a", Value: val(`1`), CreateRevision: 5, ModRevision: 5, Version: 1}
 		p.keys = append(p.keys[:1], append([]snapshotKV{k}, p.keys[1:]...)...)
 	})
+	mutC("a version after its key's live one", func(p *v5Parts) {
+		again := p.hist[8]
+		again.OpIndex = 1
+		p.hist = append(p.hist, again)
+	})
 	mutC("a key's newest put a copy of its live record, not the record", func(p *v5Parts) {
 		rec := p.keys[3]
 		p.hist[8].Live, p.hist[8].Record = false, &rec
