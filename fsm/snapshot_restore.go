@@ -384,8 +384,10 @@ func (rs *restorer) liveRecord(key string) *record {
 // Apply leaves: every revision above the floor, each numbered from op_index
 // 0 without gaps, times never going back or past the state's clock; at or
 // below the floor only puts that a later version of their key still needs;
-// a version marked live is the key's live record. A hole would let a reader
-// skip changes without ever being told the history was compacted.
+// a version marked live is the key's live record, and its last. A hole
+// would let a reader skip changes without ever being told the history was
+// compacted. The key index is built from the versions not marked live (the
+// live tree answers for those), the change log from all above the floor.
 func (rs *restorer) readHistory(src snapshotSource, n int) error {
 	s := rs.s
 	floor := s.hist.floor
