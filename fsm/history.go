@@ -157,6 +157,8 @@ func (s *State) recordChanges(events []schema.Event, now int64) {
 		if i < len(s.prevs) {
 			prev = s.prevs[i]
 		}
+		// The event's version, lent to changeOf as its pivot first.
+		v := new(version)
 		if prev != nil && prev.modRevision < e.Revision {
 			// prev was live until this command: the key index takes over
 			// its version. An earlier change of this command (at this
@@ -168,11 +170,11 @@ func (s *State) recordChanges(events []schema.Event, now int64) {
 				// changed above the floor, so its record says whether this
 				// is the first without a lookup.
 				h.byKey.ReplaceOrInsert(&version{rev: prev.modRevision, cause: causePut, rec: prev})
-			} else if pv := h.changeOf(prev); pv != nil {
+			} else if pv := h.changeOf(prev, v); pv != nil {
 				h.byKey.ReplaceOrInsert(pv)
 			}
 		}
-		v := &version{rev: e.Revision, op: int32(e.OpIndex), cause: causeOf(e.Cause), now: now}
+		*v = version{rev: e.Revision, op: int32(e.OpIndex), cause: causeOf(e.Cause), now: now}
 		live := false
 		switch {
 		case e.Type == schema.EventDelete:
@@ -223,9 +225,15 @@ func lastEventOf(events []schema.Event, i int, last *map[string]int) bool {
 // changeOf returns the change that wrote r, a put above the floor, or nil.
 // A record does not know its op_index: the changes of its revision are
 // searched, as many as its command made (one, but for a transaction).
-func (h history) changeOf(r *record) *version {
+// pivot, when not nil, is scratch space for the search (a pivot escapes to
+// the heap: a caller that searches often lends one); it is overwritten.
+func (h history) changeOf(r *record, pivot *version) *version {
+	if pivot == nil {
+		pivot = new(version)
+	}
+	*pivot = version{rev: r.modRevision}
 	var found *version
-	h.byRev.AscendGreaterOrEqual(&version{rev: r.modRevision}, func(v *version) bool {
+	h.byRev.AscendGreaterOrEqual(pivot, func(v *version) bool {
 		if v.rev != r.modRevision {
 			return false
 		}
@@ -598,7 +606,7 @@ func (s *State) History(q HistoryQuery) (*schema.KVHistoryReply, error) {
 	// The key's live version, its newest, is in the change log only.
 	var live *version
 	if r := s.getRecord(q.Key); r != nil && r.modRevision > h.floor && r.modRevision >= lo && r.modRevision <= hi {
-		live = h.changeOf(r)
+		live = h.changeOf(r, nil)
 	}
 	if q.NewestFirst {
 		if live == nil || add(live) {

@@ -215,7 +215,7 @@ func checkHistory(s *State) error {
 		return fmt.Errorf("the change log holds %d versions; the key index %d above the floor, and %d are live", h.byRev.Len(), above, live)
 	}
 	s.kv.Ascend(func(r *record) bool {
-		if r.modRevision > h.floor && h.changeOf(r) == nil {
+		if r.modRevision > h.floor && h.changeOf(r, nil) == nil {
 			err = fmt.Errorf("live key %q changed at %d, above the floor %d, has no change in the log", r.key, r.modRevision, h.floor)
 		}
 		if r.modRevision > h.floor && r.version > 1 && h.latest(r.key, r.modRevision) == nil {
@@ -244,7 +244,7 @@ func TestHistoryTxnWritesAKeyTwice(t *testing.T) {
 	if mid == nil || mid.op != 0 || string(mid.rec.value) != `2` || mid.rec == s.getRecord("k") {
 		t.Fatalf("the key index's newest version of k is not the transaction's first write: %+v", mid)
 	}
-	last := s.hist.changeOf(s.getRecord("k"))
+	last := s.hist.changeOf(s.getRecord("k"), nil)
 	if last == nil || last.rev != 2 || last.op != 1 || s.hist.byKey.Has(last) {
 		t.Fatalf("the live version is not the transaction's second write, in the change log only: %+v", last)
 	}
@@ -294,7 +294,7 @@ func TestHistoryEndsWithTheLiveVersion(t *testing.T) {
 	}
 	mustApply(t, s, t0, &Txn{Success: []TxnOp{{Put: &Put{Key: "k", Value: val(`4`)}}, {Put: &Put{Key: "k", Value: val(`5`)}}}})
 	mustApply(t, s, t0, &Put{Key: "other", Value: val(`1`)})
-	if s.hist.byKey.Has(s.hist.changeOf(s.getRecord("k"))) {
+	if s.hist.byKey.Has(s.hist.changeOf(s.getRecord("k"), nil)) {
 		t.Fatal("the key index holds the live version")
 	}
 	values := func(q HistoryQuery) []string {

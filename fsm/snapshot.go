@@ -167,13 +167,14 @@ func (sn *Snapshot) liveRecords() (recs []*record, above int) {
 // the live version when ref >= 0 and recs[ref] == v.rec.
 func (sn *Snapshot) ascendHistory(recs []*record, f func(v *version, ref int) bool) bool {
 	h := sn.hist
-	cur := 0 // the next live record whose live version is not yet given
+	pivot := new(version) // for changeOf, reused
+	cur := 0              // the next live record whose live version is not yet given
 	// liveBefore gives the live versions of the records before key, or of
 	// all that are left when all.
 	liveBefore := func(key string, all bool) bool {
 		for ; cur < len(recs) && (all || recs[cur].key < key); cur++ {
 			if r := recs[cur]; r.modRevision > h.floor {
-				if v := h.changeOf(r); v != nil && !f(v, cur) {
+				if v := h.changeOf(r, pivot); v != nil && !f(v, cur) {
 					cur++
 					return false
 				}
