@@ -552,3 +552,43 @@ func TestPutContentTypeAndMetadata(t *testing.T) {
 	}
 	eq(t, "restored", getKey(t, restored(t, data), "cfg").ContentType, "text/plain")
 }
+
+// A snapshot finds each live key's version in the change log either by a
+// search per key or, when many keys ask, from one pass over the log: both
+// find the same versions, transactions of many writes included.
+func TestSnapshotFindsLiveVersionsBothWays(t *testing.T) {
+	s := New()
+	for i := 0; i < 50; i++ {
+		mustApply(t, s, t0, &Put{Key: fmt.Sprintf("k%02d", i%20), Value: val(fmt.Sprint(i))})
+	}
+	mustApply(t, s, t0, &Txn{Success: []TxnOp{
+		{Put: &Put{Key: "t1", Value: val(`1`)}}, {Put: &Put{Key: "k03", Value: val(`2`)}},
+		{Put: &Put{Key: "t1", Value: val(`3`)}}, {Put: &Put{Key: "t2", Value: val(`4`)}},
+	}})
+	mustApply(t, s, t0, &Delete{Key: "k04"})
+	mustApply(t, s, t0, &Compact{Revision: 30})
+	sn := s.Snapshot()
+	recs, above := sn.liveRecords()
+	searched, passed := sn.liveVersions(0), sn.liveVersions(len(recs))
+	found := 0
+	for _, r := range recs {
+		if r.modRevision <= sn.hist.floor {
+			continue
+		}
+		want := sn.hist.changeOf(r, nil)
+		if want == nil || want.rec != r {
+			t.Fatalf("%s: no change in the log", r.key)
+		}
+		if got := searched(r); got != want {
+			t.Fatalf("%s: searched %+v, want %+v", r.key, got, want)
+		}
+		if got := passed(r); got != want {
+			t.Fatalf("%s: from the pass %+v, want %+v", r.key, got, want)
+		}
+		found++
+	}
+	eq(t, "live versions above the floor", found, above)
+	if above < 10 {
+		t.Fatalf("only %d live versions above the floor: the test lost its point", above)
+	}
+}

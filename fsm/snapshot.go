@@ -163,18 +163,19 @@ func (sn *Snapshot) liveRecords() (recs []*record, above int) {
 // ascendHistory calls f with every version of the history in key order,
 // as a snapshot stores them, until f returns false: the key index's, and
 // each key's live version after its others. recs are the live records in
-// key order, and ref the place of v's key in them (-1 when not live); v is
-// the live version when ref >= 0 and recs[ref] == v.rec.
-func (sn *Snapshot) ascendHistory(recs []*record, f func(v *version, ref int) bool) bool {
+// key order, above how many of them changed above the floor, and ref the
+// place of v's key in recs (-1 when not live); v is the live version when
+// ref >= 0 and recs[ref] == v.rec.
+func (sn *Snapshot) ascendHistory(recs []*record, above int, f func(v *version, ref int) bool) bool {
 	h := sn.hist
-	pivot := new(version) // for changeOf, reused
-	cur := 0              // the next live record whose live version is not yet given
+	liveOf := sn.liveVersions(above)
+	cur := 0 // the next live record whose live version is not yet given
 	// liveBefore gives the live versions of the records before key, or of
 	// all that are left when all.
 	liveBefore := func(key string, all bool) bool {
 		for ; cur < len(recs) && (all || recs[cur].key < key); cur++ {
 			if r := recs[cur]; r.modRevision > h.floor {
-				if v := h.changeOf(r, pivot); v != nil && !f(v, cur) {
+				if v := liveOf(r); v != nil && !f(v, cur) {
 					cur++
 					return false
 				}
@@ -196,6 +197,37 @@ func (sn *Snapshot) ascendHistory(recs []*record, f func(v *version, ref int) bo
 		return ok
 	})
 	return ok && liveBefore("", true)
+}
+
+// liveVersions returns a function that finds the live version of a live
+// record changed above the floor, for a walk that asks it of n records in
+// key order. Such a record's revisions come in no order, so each would be
+// a search of the change log (changeOf); when n is a fair share of the
+// log, one pass over it instead notes each revision's first change, and a
+// record's is that one (or, in a transaction, one of the few after it).
+func (sn *Snapshot) liveVersions(n int) func(r *record) *version {
+	h := sn.hist
+	pivot := new(version) // for changeOf, reused
+	search := func(r *record) *version { return h.changeOf(r, pivot) }
+	span := sn.revision - h.floor
+	if n*16 < h.byRev.Len() || span <= 0 || span > int64(h.byRev.Len()) {
+		return search
+	}
+	first := make([]*version, span) // by revision, from the floor's next
+	h.byRev.Ascend(func(v *version) bool {
+		if i := v.rev - h.floor - 1; i >= 0 && i < span && first[i] == nil {
+			first[i] = v
+		}
+		return true
+	})
+	return func(r *record) *version {
+		if i := r.modRevision - h.floor - 1; i >= 0 && i < span {
+			if v := first[i]; v != nil && v.rec == r && !v.isDelete() {
+				return v
+			}
+		}
+		return search(r)
+	}
 }
 
 // WriteTo writes the snapshot in the current version (SnapshotVersion):

@@ -414,7 +414,7 @@ func (sn *Snapshot) writeBinary(w io.Writer) (int64, error) {
 
 	e.start(frameHistory)
 	var rec snapshotKV // reused: the encoder keeps nothing
-	sn.ascendHistory(recs, func(v *version, ref int) bool {
+	sn.ascendHistory(recs, live, func(v *version, ref int) bool {
 		sv := snapshotVersion{Key: v.key(), Revision: v.rev, OpIndex: v.op, Now: v.now, cause: v.cause}
 		switch {
 		case v.isDelete():

@@ -45,7 +45,7 @@ func (sn *Snapshot) writeJSON(w io.Writer) (int64, error) {
 		})
 	}
 	if err == nil {
-		sn.ascendHistory(recs, func(v *version, ref int) bool {
+		sn.ascendHistory(recs, live, func(v *version, ref int) bool {
 			sv := snapshotVersion{Key: v.key(), Revision: v.rev, OpIndex: v.op, Cause: causeNames[v.cause], Now: v.now}
 			switch {
 			case v.isDelete():
