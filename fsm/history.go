@@ -429,43 +429,48 @@ func (s *State) checkReadRevision(rev int64) error {
 // history a page at a time (so no history callback runs inside the live
 // one): a read of many keys costs one pass over each tree.
 func (s *State) ascendAt(start, end string, rev int64, f func(r *record) bool) {
-	inRange := func(k string) bool { return end == "" || k < end }
-	hc := histCursor{h: s.hist, from: start, rev: rev, inRange: inRange}
-	// emit calls f with r unless r is nil (the key did not exist at rev).
-	stopped := false
-	emit := func(r *record) bool {
-		if r != nil && !f(r) {
-			stopped = true
-		}
-		return !stopped
+	hc := histCursor{h: s.hist, from: start, rev: rev, inRange: func(k string) bool { return end == "" || k < end }}
+	// hk is the history's next key, nil at its end; next moves on. Every
+	// live key is asked about, so the cursor is read once a key at most.
+	hk := hc.peek()
+	next := func() {
+		hc.pop()
+		hk = hc.peek()
 	}
+	stopped := false
 	s.kv.AscendGreaterOrEqual(&record{key: start}, func(r *record) bool {
-		if !inRange(r.key) {
+		if end != "" && r.key >= end {
 			return false
 		}
 		// Keys only the history holds, before this one.
-		for hk := hc.peek(); hk != nil && hk.key < r.key; hk = hc.peek() {
-			hc.pop()
-			if !emit(hk.record()) {
+		for hk != nil && hk.key < r.key {
+			at := hk.record()
+			next()
+			if at != nil && !f(at) {
+				stopped = true
 				return false
 			}
 		}
-		var at *record
-		if r.modRevision <= rev {
-			// Unchanged since rev: the live record answers.
-			at = r
-		}
-		if hk := hc.peek(); hk != nil && hk.key == r.key {
-			hc.pop()
-			if at == nil {
+		at := r // unchanged since rev: the live record answers
+		if r.modRevision > rev {
+			at = nil // the key's version at rev is the history's, if any
+			if hk != nil && hk.key == r.key {
 				at = hk.record()
 			}
 		}
-		return emit(at)
+		if hk != nil && hk.key == r.key {
+			next()
+		}
+		if at != nil && !f(at) {
+			stopped = true
+			return false
+		}
+		return true
 	})
-	for hk := hc.peek(); hk != nil && !stopped; hk = hc.peek() {
-		hc.pop()
-		emit(hk.record())
+	for ; hk != nil && !stopped; next() {
+		if at := hk.record(); at != nil && !f(at) {
+			return
+		}
 	}
 }
 
@@ -516,11 +521,12 @@ func (c *histCursor) fill() {
 	c.page, c.i = c.page[:0], 0
 	c.h.byKey.AscendGreaterOrEqual(keyPivot(c.from, math.MinInt64, 0), func(v *version) bool {
 		k := v.key()
-		if !c.inRange(k) {
-			c.done = true
-			return false
-		}
 		if len(c.page) == 0 || c.page[len(c.page)-1].key != k {
+			// A key's versions are in range together: ask once a key.
+			if !c.inRange(k) {
+				c.done = true
+				return false
+			}
 			if len(c.page) == pageSize {
 				return false
 			}

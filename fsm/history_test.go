@@ -592,3 +592,32 @@ func TestSnapshotFindsLiveVersionsBothWays(t *testing.T) {
 		t.Fatalf("only %d live versions above the floor: the test lost its point", above)
 	}
 }
+
+// ascendAt stops when its callback says so, wherever that falls: on a key
+// the live tree answers, or on one only the history holds (deleted since),
+// and walks nothing after.
+func TestAscendAtStops(t *testing.T) {
+	s := New()
+	for i := 0; i < 12; i++ {
+		mustApply(t, s, t0, &Put{Key: fmt.Sprintf("k%02d", i), Value: val(`1`)})
+	}
+	rev := s.Revision()
+	for i := 0; i < 12; i += 3 {
+		mustApply(t, s, t0, &Delete{Key: fmt.Sprintf("k%02d", i)})
+		mustApply(t, s, t0, &Put{Key: fmt.Sprintf("k%02d", i+1), Value: val(`2`)})
+	}
+	var all []string
+	s.ascendAt("", "", rev, func(r *record) bool { all = append(all, r.key); return true })
+	eq(t, "keys at the revision", len(all), 12)
+	for n := 1; n <= len(all); n++ {
+		var got []string
+		s.ascendAt("", "", rev, func(r *record) bool {
+			if len(got) == n {
+				t.Fatalf("called again after stopping at %d keys", n)
+			}
+			got = append(got, r.key)
+			return len(got) < n
+		})
+		eq(t, fmt.Sprintf("stopped after %d", n), got, all[:n])
+	}
+}
