@@ -183,10 +183,60 @@ func (s *Service) startRaft() error {
 			return fmt.Errorf("bootstrap a new cluster: %w", err)
 		}
 		s.log.Info("bootstrapped a new cluster", "cluster_id", id, "node", s.cfg.NodeID, "raft", s.trans.LocalAddr())
+		s.electIfAlone()
 	case s.cfg.Join:
 		s.goRun(s.runJoin)
+	default:
+		s.electIfAlone()
 	}
 	return nil
+}
+
+// electIfAlone makes a node that is the only voter of its configuration
+// stand for election now rather than after a heartbeat timeout. A starting
+// follower waits a random 1 to 2 heartbeat timeouts (0.5 to 1 s by
+// default) before it stands, in case a leader is about to contact it; a
+// lone voter has no leader to hear from, so for a single node that wait is
+// all of its election and a large share of a restart. Standing at once is
+// what Raft would do after the wait, only sooner: an election is always
+// safe, and a configuration of one voter elects that voter.
+//
+// hashicorp/raft has no call to start an election; lowering the heartbeat
+// timeout with ReloadConfig makes a follower check for a leader at once,
+// and having heard from none since it started, it stands. The timeout is
+// set back straight away: the check already runs, and the configured
+// timeout holds for any later term (a node that joins makes this one a
+// member of a larger cluster).
+func (s *Service) electIfAlone() {
+	f := s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		s.log.Warn("read the raft configuration", "err", err)
+		return
+	}
+	voters, self := 0, false
+	for _, srv := range f.Configuration().Servers {
+		if srv.Suffrage == raft.Voter {
+			voters++
+			self = self || srv.ID == raft.ServerID(s.cfg.NodeID)
+		}
+	}
+	if voters != 1 || !self {
+		return
+	}
+	rc := s.raft.ReloadableConfig()
+	// Raft refuses a heartbeat timeout below the leader lease timeout.
+	if s.cfg.RaftLeaderLeaseTimeout >= rc.HeartbeatTimeout {
+		return
+	}
+	short := rc
+	short.HeartbeatTimeout = s.cfg.RaftLeaderLeaseTimeout
+	if err := s.raft.ReloadConfig(short); err != nil {
+		s.log.Warn("stand for election at once", "err", err)
+		return
+	}
+	if err := s.raft.ReloadConfig(rc); err != nil {
+		s.log.Warn("set the heartbeat timeout back", "err", err)
+	}
 }
 
 // ErrNoClusterID reports a member of a cluster of several nodes whose data
