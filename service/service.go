@@ -236,6 +236,7 @@ func (s *Service) start() error {
 	s.goRun(func(ctx context.Context) { s.metrics.watchLeaders(s.raft, ctx.Done()) })
 	s.goRun(s.runBusWatch)
 	s.goRun(s.runLeadership)
+	s.goRun(s.runSnapshotTrigger)
 	s.log.Info("concord started", "node", s.cfg.NodeID, "nats", url, "raft", s.cfg.RaftAddr, "data_dir", s.cfg.DataDir, "prefix", s.cfg.SubjectPrefix)
 	return nil
 }

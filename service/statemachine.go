@@ -46,6 +46,13 @@ type stateMachine struct {
 	// snapshotVersion, when set, says which snapshot version to write
 	// (fsm.Snapshot.WriteVersion); unset, the current one.
 	snapshotVersion func() int
+	// commands counts the commands applied by this process (each command
+	// of a batch entry, a restart's replay included), updated under mu;
+	// snapCommands is the count the newest snapshot holds, the one this
+	// node persisted or restored last. Their difference is what a restart
+	// would apply again on top of that snapshot (snaptrigger.go).
+	commands     atomic.Uint64
+	snapCommands atomic.Uint64
 	// clockMoved is when the last applied entry that advanced the lease
 	// clock was appended to the log (Raft records the leader's time in the
 	// entry, so it survives restarts), guarded by mu; zero when unknown.
@@ -77,6 +84,7 @@ func (m *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 		before := m.state.Now()
 		rs := m.state.ApplyEntry(l.Data)
 		results[i] = rs
+		m.commands.Add(uint64(len(rs)))
 		if fsm.IsBatch(l.Data) {
 			out[i] = rs
 			if l.Index > m.countFrom {
@@ -179,7 +187,35 @@ func (m *stateMachine) digest(withHash bool) (applied uint64, revision int64, ha
 func (m *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return &fsmSnapshot{index: m.applied.get(), snap: m.state.Snapshot(), onPersisted: m.onSnapshot, version: m.snapshotVersion}, nil
+	commands := m.commands.Load()
+	return &fsmSnapshot{index: m.applied.get(), snap: m.state.Snapshot(), onPersisted: func(d time.Duration, bytes int64) {
+		m.snapshotHolds(commands)
+		if m.onSnapshot != nil {
+			m.onSnapshot(d, bytes)
+		}
+	}, version: m.snapshotVersion}, nil
+}
+
+// snapshotHolds records that the newest snapshot holds the first n
+// commands this process applied. It never moves back: a follower may
+// install a newer snapshot while an older one is still being written.
+func (m *stateMachine) snapshotHolds(n uint64) {
+	for {
+		old := m.snapCommands.Load()
+		if n <= old || m.snapCommands.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
+
+// replayDebt is how many commands were applied since the newest snapshot,
+// which a restart would apply again, and how many records (keys and the
+// history's changes) the state holds, which a restart restores.
+func (m *stateMachine) replayDebt() (commands, records uint64) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	records = uint64(m.state.KeyCount()) + uint64(m.state.HistoryChanges())
+	return m.commands.Load() - m.snapCommands.Load(), records
 }
 
 // Restore replaces the state from a snapshot written by fsmSnapshot.Persist.
@@ -195,6 +231,7 @@ func (m *stateMachine) Restore(rc io.ReadCloser) error {
 	}
 	m.mu.Lock()
 	m.state, m.cachedView = ns, nil
+	m.snapshotHolds(m.commands.Load())
 	m.mu.Unlock()
 	m.applied.set(applied)
 	return nil
