@@ -80,7 +80,7 @@ func (s *Service) becomeLeader(ctx context.Context) *leaderTerm {
 	s.pub.enabled.Store(true)
 	applied := false
 	retry(ctx, 100*time.Millisecond, 100*time.Millisecond, func() bool {
-		err := s.raft.Barrier(s.cfg.ApplyTimeout).Error()
+		err := await(ctx, s.raft.Barrier(s.cfg.ApplyTimeout))
 		if err == nil {
 			applied = true
 			return true

@@ -55,11 +55,11 @@ func (s *Service) runSnapshotTrigger(ctx context.Context) {
 		}
 		// Raft writes one snapshot at a time: this waits for one that
 		// runs, and then writes ours.
-		err := s.raft.Snapshot().Error()
+		err := await(ctx, s.raft.Snapshot())
 		switch {
 		case err == nil:
 			s.log.Debug("snapshot taken for the commands applied since the last one", "commands", commands, "records", records)
-		case errors.Is(err, raft.ErrNothingNewToSnapshot), errors.Is(err, raft.ErrRaftShutdown):
+		case errors.Is(err, raft.ErrNothingNewToSnapshot), errors.Is(err, raft.ErrRaftShutdown), ctx.Err() != nil:
 		default:
 			// Not every second: a failed snapshot may have written most
 			// of the state before it failed.
