@@ -104,6 +104,9 @@ type Service struct {
 	// standby answers requests with 503 while this node cannot serve and
 	// no other node leads (standby.go).
 	standby standby
+	// caughtUp is closed once this node has applied the log it started
+	// with (caughtup.go).
+	caughtUp chan struct{}
 	// stopping is set when Close begins.
 	stopping atomic.Bool
 	// pause is the test hook that holds a snapshot restore or write
@@ -142,6 +145,7 @@ func Start(cfg Config) (*Service, error) {
 		notifyCh: make(chan bool, 16),
 		failed:   make(chan error, 1),
 		fenceCh:  make(chan struct{}, 1),
+		caughtUp: make(chan struct{}),
 		reqStats: newRequestStats(subjects.Endpoints),
 	}
 	s.standby.held = make(chan heldRequest, standbyMaxPending)
@@ -237,6 +241,7 @@ func (s *Service) start() error {
 	s.goRun(s.runBusWatch)
 	s.goRun(s.runLeadership)
 	s.goRun(s.runSnapshotTrigger)
+	s.goRun(s.watchCaughtUp)
 	s.log.Info("concord started", "node", s.cfg.NodeID, "nats", url, "raft", s.cfg.RaftAddr, "data_dir", s.cfg.DataDir, "prefix", s.cfg.SubjectPrefix)
 	return nil
 }

@@ -46,7 +46,9 @@ func (s *Service) runSnapshotTrigger(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if s.sm.applied.get() < s.lastAtStart {
+		select {
+		case <-s.caughtUp:
+		default:
 			continue
 		}
 		commands, records := s.sm.replayDebt()
