@@ -13,20 +13,24 @@ import (
 )
 
 func TestSnapshotDue(t *testing.T) {
+	const busy = 5000 // commands in the last check: not quiet
 	for _, c := range []struct {
-		commands, records, threshold uint64
-		want                         bool
+		debt, recent, records, threshold uint64
+		want                             bool
 	}{
-		{0, 0, 8192, false},
-		{8191, 0, 8192, false},
-		{8192, 0, 8192, true},      // a small state: the threshold decides
-		{8192, 65536, 8192, true},  // an eighth of the records is the threshold
-		{8192, 65544, 8192, false}, // ... and one more record above it
-		{124_999, 1_000_000, 8192, false},
-		{125_000, 1_000_000, 8192, true}, // a large state: an eighth of it
+		{0, 0, 0, 8192, false},
+		{8191, busy, 0, 8192, false},
+		{8192, busy, 0, 8192, true},       // a small state: the threshold decides
+		{8192, busy, 131072, 8192, true},  // a sixteenth of the records is the threshold
+		{8192, busy, 131088, 8192, false}, // ... and one more record above it
+		{124_999, busy, 2_000_000, 8192, false},
+		{125_000, busy, 2_000_000, 8192, true}, // a large state: a sixteenth of it
+		{8192, 99, 2_000_000, 8192, true},      // quiet: the threshold is enough
+		{8191, 0, 2_000_000, 8192, false},      // ... but it is still needed
+		{8192, 100, 2_000_000, 8192, false},    // 100 commands a check is not quiet
 	} {
-		if got := snapshotDue(c.commands, c.records, c.threshold); got != c.want {
-			t.Errorf("snapshotDue(%d commands, %d records, threshold %d) = %v, want %v", c.commands, c.records, c.threshold, got, c.want)
+		if got := snapshotDue(c.debt, c.recent, c.records, c.threshold); got != c.want {
+			t.Errorf("snapshotDue(debt %d, recent %d, %d records, threshold %d) = %v, want %v", c.debt, c.recent, c.records, c.threshold, got, c.want)
 		}
 	}
 }
