@@ -80,9 +80,12 @@ type Config struct {
 	// MaxInflight bounds the requests handled at once.
 	MaxInflight int
 
-	// SnapshotThreshold is how many new log entries trigger a snapshot;
-	// SnapshotInterval how often Raft checks; TrailingLogs how many entries
-	// stay in the log after a snapshot for followers that lag.
+	// SnapshotThreshold is how many new log entries trigger a snapshot
+	// (Raft's rule, checked every SnapshotInterval), and how many commands
+	// applied since the last one at least (a batch entry holds many): the
+	// node takes a snapshot once those reach a sixteenth of its records,
+	// or as soon as it is quiet (snaptrigger.go). TrailingLogs is how many
+	// entries stay in the log after a snapshot for followers that lag.
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
 	TrailingLogs      uint64
