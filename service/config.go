@@ -83,7 +83,7 @@ type Config struct {
 	// SnapshotThreshold is how many new log entries trigger a snapshot
 	// (Raft's rule, checked every SnapshotInterval), and how many commands
 	// applied since the last one at least (a batch entry holds many): the
-	// node takes a snapshot once those reach a sixteenth of its records,
+	// node takes a snapshot once those reach a quarter of its records,
 	// or as soon as it is quiet (snaptrigger.go). TrailingLogs is how many
 	// entries stay in the log after a snapshot for followers that lag.
 	SnapshotThreshold uint64

@@ -21,14 +21,18 @@ import (
 //   - 1/snapshotReplayDivisor of the records the state holds (keys and
 //     the history's changes), so that the replay stays in proportion to
 //     the restore: a replayed put cost about 6 µs and a restored record
-//     about 1 µs, so at most about 40% of the restore, 20% on average.
-//     Every command pays for writing at most snapshotReplayDivisor
-//     records, done beside the writes by Raft's snapshot goroutine;
+//     about 1 µs, so at most about 1.5 times the restore, 0.75 on
+//     average. Every command pays for writing snapshotReplayDivisor
+//     records beside the writes, and after each snapshot the writes copy
+//     the tree nodes the snapshot shares: with a sixteenth, rewriting a
+//     million keys ran at 14,974 puts/s against 25,393 with log entries
+//     alone (bin/etcdbench scale --only-concord --keys 1000000 --rewrites
+//     3, one run each, 2026-12-04);
 //   - or nothing more, once the node is quiet (fewer than quietCommands
 //     commands in the last check): the snapshot then uses capacity that
 //     is spare, and a node restarted after a burst of writes, or stopped
 //     while quiet, replays next to nothing.
-const snapshotReplayDivisor = 16
+const snapshotReplayDivisor = 4
 
 // quietCommands is the most commands a check period may apply for the
 // node to count as quiet: lease ticks and keep-alives of a node otherwise

@@ -20,11 +20,11 @@ func TestSnapshotDue(t *testing.T) {
 	}{
 		{0, 0, 0, 8192, false},
 		{8191, busy, 0, 8192, false},
-		{8192, busy, 0, 8192, true},       // a small state: the threshold decides
-		{8192, busy, 131072, 8192, true},  // a sixteenth of the records is the threshold
-		{8192, busy, 131088, 8192, false}, // ... and one more record above it
-		{124_999, busy, 2_000_000, 8192, false},
-		{125_000, busy, 2_000_000, 8192, true}, // a large state: a sixteenth of it
+		{8192, busy, 0, 8192, true},      // a small state: the threshold decides
+		{8192, busy, 32768, 8192, true},  // a quarter of the records is the threshold
+		{8192, busy, 32772, 8192, false}, // ... and one more record above it
+		{499_999, busy, 2_000_000, 8192, false},
+		{500_000, busy, 2_000_000, 8192, true}, // a large state: a quarter of it
 		{8192, 99, 2_000_000, 8192, true},      // quiet: the threshold is enough
 		{8191, 0, 2_000_000, 8192, false},      // ... but it is still needed
 		{8192, 100, 2_000_000, 8192, false},    // 100 commands a check is not quiet
