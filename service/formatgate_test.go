@@ -215,14 +215,12 @@ func TestJoinRefusesOlderRelease(t *testing.T) {
 	}
 }
 
-// A transaction's deletes say "txn" only once every member reads
-// LogFormatTxnCause; while a member runs the release before, they say
-// "delete", as that release records them, and are not refused. The member
-// on the older release is played by a subscriber answering its node info.
-func TestTxnDeleteCauseWaitsForEveryMember(t *testing.T) {
-	s, nc := startTest(t, func(c *Config) { c.BusCheckInterval = 50 * time.Millisecond })
-	var format atomic.Int64
-	format.Store(fsm.LogFormatHistory)
+// addOlderMember adds a nonvoter n9 to s's configuration, played by a
+// subscriber that answers its node info with the log format in format
+// (read at each answer); unsubscribing makes it a member that does not
+// answer.
+func addOlderMember(t *testing.T, s *Service, nc *nats.Conn, format *atomic.Int64) *nats.Subscription {
+	t.Helper()
 	sub, err := nc.Subscribe(s.names.NodeInfo("n9"), func(m *nats.Msg) {
 		_ = m.Respond(fmt.Appendf(nil, `{"id":"n9","cluster_id":"","state":"follower","term":0,"leader":"","last_index":0,"commit_index":0,"applied_index":0,"revision":0,"log_format":%d}`, format.Load()))
 	})
@@ -233,6 +231,18 @@ func TestTxnDeleteCauseWaitsForEveryMember(t *testing.T) {
 	if err := s.raft.AddNonvoter("n9", "127.0.0.1:1", 0, 5*time.Second).Error(); err != nil {
 		t.Fatal(err)
 	}
+	return sub
+}
+
+// A transaction's deletes say "txn" only once every member reads
+// LogFormatTxnCause; while a member runs the release before, they say
+// "delete", as that release records them, and are not refused. The member
+// on the older release is played by a subscriber answering its node info.
+func TestTxnDeleteCauseWaitsForEveryMember(t *testing.T) {
+	s, nc := startTest(t, func(c *Config) { c.BusCheckInterval = 50 * time.Millisecond })
+	var format atomic.Int64
+	format.Store(fsm.LogFormatHistory)
+	addOlderMember(t, s, nc, &format)
 	waitUntil(t, "the gate hears n9's format", func() bool {
 		return !s.formats.allRead(fsm.LogFormatTxnCause) && s.formats.allRead(fsm.LogFormatHistory)
 	})
@@ -321,15 +331,7 @@ func TestSnapshotVersionWaitsForEveryMember(t *testing.T) {
 
 	var format atomic.Int64
 	format.Store(fsm.LogFormatHistory)
-	sub, err := nc.Subscribe(s.names.NodeInfo("n9"), func(m *nats.Msg) {
-		_ = m.Respond(fmt.Appendf(nil, `{"id":"n9","cluster_id":"","state":"follower","term":0,"leader":"","last_index":0,"commit_index":0,"applied_index":0,"revision":0,"log_format":%d}`, format.Load()))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.raft.AddNonvoter("n9", "127.0.0.1:1", 0, 5*time.Second).Error(); err != nil {
-		t.Fatal(err)
-	}
+	sub := addOlderMember(t, s, nc, &format)
 	put("older")
 	if v := snapshot(); v != olderSnapshotVersion {
 		t.Fatalf("with a member on the release before, snapshot version %d, want %d", v, olderSnapshotVersion)
