@@ -307,6 +307,14 @@ func (s *Service) setStandby(on bool) {
 	}
 	subs := make([]*nats.Subscription, 0, len(subjects.Endpoints))
 	for _, ep := range endpointOrder(s.handlers()) {
+		if ep == subjects.ClusterJoin {
+			// A join is a Raft configuration change, which often takes
+			// the leader longer than the hold: a 503 would beat its
+			// answer, and the joiner, a member by then, would go on
+			// without the cluster id the answer carries. A joiner
+			// asks again by itself, so silence here costs nothing.
+			continue
+		}
 		sub, err := s.nc.QueueSubscribe(s.names.Request(ep), standbyQueueGroup, func(m *nats.Msg) { s.holdRequest(ep, m) })
 		if err != nil {
 			s.log.Warn("standby: subscribe", "subject", s.names.Request(ep), "err", err)

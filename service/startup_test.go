@@ -231,6 +231,12 @@ func TestStandbyAnswersWhileNotServing(t *testing.T) {
 		t.Fatalf("the standby answered to a refused reply subject: %s", m.Data)
 	}
 
+	// A join is left to the leader: a 503 could beat the answer that
+	// carries the cluster id.
+	if m, err := nc.Request("concord.cluster.join", []byte(`{"id":"n9","address":"127.0.0.1:1"}`), time.Second); err == nil {
+		t.Fatalf("the standby answered a join: %s %v", m.Data, m.Header)
+	}
+
 	if err := s.subscribe(); err != nil {
 		t.Fatal(err)
 	}
