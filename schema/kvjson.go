@@ -13,18 +13,7 @@ func (r *KVGetReply) AppendJSON(b []byte) []byte {
 	b = append(b, `{"revision":`...)
 	b = strconv.AppendInt(b, r.Revision, 10)
 	b = append(b, `,"kvs":`...)
-	if r.KVs == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i := range r.KVs {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = r.KVs[i].AppendJSON(b)
-		}
-		b = append(b, ']')
-	}
+	b = appendList(b, r.KVs, (*KeyValue).AppendJSON)
 	b = append(b, `,"count":`...)
 	b = strconv.AppendInt(b, r.Count, 10)
 	b = append(b, `,"more":`...)
@@ -68,7 +57,7 @@ func (kv *KeyValue) AppendJSON(b []byte) []byte {
 // AppendJSON appends the reply's JSON encoding to b, as KVGetReply's.
 func (r *KVChangesReply) AppendJSON(b []byte) []byte {
 	b = append(b, `{"events":`...)
-	b = appendEvents(b, r.Events)
+	b = appendList(b, r.Events, (*Event).AppendJSON)
 	b = append(b, `,"next_revision":`...)
 	b = strconv.AppendInt(b, r.NextRevision, 10)
 	b = append(b, `,"next_op_index":`...)
@@ -85,7 +74,7 @@ func (r *KVHistoryReply) AppendJSON(b []byte) []byte {
 	b = append(b, `{"key":`...)
 	b = appendJSONString(b, r.Key)
 	b = append(b, `,"records":`...)
-	b = appendEvents(b, r.Records)
+	b = appendList(b, r.Records, (*Event).AppendJSON)
 	b = append(b, `,"more":`...)
 	b = strconv.AppendBool(b, r.More)
 	if r.NextRevision != 0 {
@@ -99,16 +88,18 @@ func (r *KVHistoryReply) AppendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-func appendEvents(b []byte, events []Event) []byte {
-	if events == nil {
+// appendList writes a slice as encoding/json does: null when nil, else
+// each item by appendOne, in brackets.
+func appendList[T any](b []byte, items []T, appendOne func(*T, []byte) []byte) []byte {
+	if items == nil {
 		return append(b, "null"...)
 	}
 	b = append(b, '[')
-	for i := range events {
+	for i := range items {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = events[i].AppendJSON(b)
+		b = appendOne(&items[i], b)
 	}
 	return append(b, ']')
 }
