@@ -251,8 +251,15 @@ func (d decoder) put() (*Put, decoder) {
 	p.PrevKV = f&1 != 0
 	if f&2 != 0 {
 		p.ContentType = string(d.bytes())
-		if m := d.bytes(); len(m) > 0 {
-			p.Metadata = json.RawMessage(m)
+		// Through json(), like a value: the service only proposes a
+		// compact object, and an entry that holds anything else must
+		// be refused here, not stored and later unencodable in a
+		// reply, an event or a snapshot.
+		if m := d.json(); len(m) > 0 {
+			if m[0] != '{' && d.err == nil {
+				d.err = errors.New("put metadata is not a JSON object")
+			}
+			p.Metadata = m
 		}
 	}
 	return p, d

@@ -114,6 +114,19 @@ func TestDecodeErrors(t *testing.T) {
 		{"length beyond the data", append(header(1, byte(OpPut)), 0x7f, 'a')},
 		{"overlong integer", append(header(1, byte(OpRevoke)), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01)},
 		{"JSON body of a put", append(header(1, byte(OpPut)), `{"key":"a","value":1}`...)},
+		// Found by FuzzDecodeApply: metadata is stored and later encoded
+		// in replies, events and snapshots, so the decoder must hold it
+		// to what the service proposes, a JSON object.
+		{"put metadata not JSON", encode(t, later, &Put{Key: "a", Value: val(`1`), ContentType: "t", Metadata: json.RawMessage(`000`)})},
+		{"put metadata a JSON array", encode(t, later, &Put{Key: "a", Value: val(`1`), Metadata: json.RawMessage(`[1]`)})},
+		{"put metadata a JSON string", encode(t, later, &Put{Key: "a", Value: val(`1`), Metadata: json.RawMessage(`"x"`)})},
+	}
+	// The control: the same put with an object for metadata decodes, with
+	// the object compacted like a value.
+	if c, err := Decode(encode(t, later, &Put{Key: "a", Value: val(`1`), Metadata: json.RawMessage(`{ "a" : 1 }`)})); err != nil {
+		t.Fatalf("put with object metadata: %v", err)
+	} else if got := string(c.Body.(*Put).Metadata); got != `{"a":1}` {
+		t.Fatalf("metadata decoded as %s", got)
 	}
 	// Every truncation of every kind of body, and every body with a byte
 	// too many, is refused.
