@@ -1,8 +1,12 @@
 package fsm
 
 import (
+	"encoding/json"
 	"fmt"
+	"runtime"
+	"slices"
 	"testing"
+	"time"
 )
 
 // historyBenchState holds 100,000 keys under "k." written once, then 20,000
@@ -105,4 +109,55 @@ func BenchmarkApplyPutOverwrite(b *testing.B) {
 	if s.KeyCount() != keys || s.HistoryChanges() != keys+b.N {
 		b.Fatalf("%d keys and %d changes after %d overwrites", s.KeyCount(), s.HistoryChanges(), b.N)
 	}
+}
+
+// BenchmarkApplyPutRetained is the steady state of make bench-history's
+// default server, scaled down: 32,000 keys overwritten round-robin with the
+// history full, so that each put both adds a version and compacts the
+// oldest. Its time includes the collector's work on the retained history,
+// which is what keeping history costs a node under writes; retained-B/version
+// is the heap one retained overwrite holds (the old record, its value and
+// key, its version and the index entries).
+func BenchmarkApplyPutRetained(b *testing.B) {
+	const (
+		keys     = 32_000
+		retained = 256_000
+	)
+	value := func(i int) json.RawMessage { return val(fmt.Sprintf(`"%062d"`, i)) }
+	key := func(i int) string { return fmt.Sprintf("bench.put.%d.%d", i%32, i/32%1000) }
+	s := New()
+	mustApply(b, s, t0, &Limits{MaxLeases: 1 << 40, MaxKeysPerLease: 1 << 40, HistoryRevisions: retained})
+	for i := 0; i < keys; i++ {
+		mustApply(b, s, t0, &Put{Key: key(i), Value: value(i)})
+	}
+	heap := func() uint64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	for i := keys; i < keys+retained; i++ {
+		mustApply(b, s, t0, &Put{Key: key(i), Value: value(i)})
+	}
+	perVersion := float64(heap()-before) / retained
+	// What one collection costs with this heap: the marking every cycle
+	// under writes pays, whatever the allocation that triggers it.
+	var marks []time.Duration
+	for range 5 {
+		t := time.Now()
+		runtime.GC()
+		marks = append(marks, time.Since(t))
+	}
+	slices.Sort(marks)
+	entries := encodeAll(b, b.N, func(i int) (int64, any) {
+		return t0, &Put{Key: key(keys + retained + i), Value: value(i)}
+	})
+	applyAllTimed(b, s, entries)
+	if s.KeyCount() != keys || s.HistoryChanges() != retained {
+		b.Fatalf("%d keys and %d changes, want %d and %d", s.KeyCount(), s.HistoryChanges(), keys, retained)
+	}
+	// After the timer: ResetTimer drops reported metrics.
+	b.ReportMetric(perVersion, "retained-B/version")
+	b.ReportMetric(float64(marks[len(marks)/2].Microseconds())/1000, "gc-ms")
 }

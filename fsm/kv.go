@@ -114,6 +114,9 @@ func (s *State) putAt(now, rev int64, p *Put) (*schema.KVPutReply, schema.Event,
 	rec := &record{key: p.Key, value: p.Value, createRevision: rev, modRevision: rev, version: 1, lease: leaseID,
 		extra: newExtra(p.ContentType, p.Metadata)}
 	if old != nil {
+		// The old record stays in the history: share its key rather than
+		// keep the decoded copy, one string per version.
+		rec.key = old.key
 		rec.createRevision = old.createRevision
 		rec.version = old.version + 1
 	}
