@@ -5,6 +5,12 @@ import (
 )
 
 func (s *State) getRecord(key string) *record {
+	if s.applying {
+		s.pivotRec.key = key
+		r, _ := s.kv.Get(&s.pivotRec)
+		s.pivotRec.key = ""
+		return r
+	}
 	r, _ := s.kv.Get(&record{key: key})
 	return r
 }

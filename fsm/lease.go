@@ -7,6 +7,11 @@ import (
 )
 
 func (s *State) getLease(id int64) *lease {
+	if s.applying {
+		s.pivotLease.id = id
+		l, _ := s.leases.Get(&s.pivotLease)
+		return l
+	}
 	l, _ := s.leases.Get(&lease{id: id})
 	return l
 }

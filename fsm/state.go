@@ -99,6 +99,14 @@ type State struct {
 	// record it replaced or deleted (nil for a new key), for recordChanges.
 	// Reset by each command; not part of the state or its snapshot.
 	prevs []*record
+	// applying is set while ApplyCommand runs. Then, and only then, the
+	// look-ups use the pivots below rather than allocate one each: no
+	// reader runs on this State during an apply (the service reads under
+	// a lock Apply excludes, or on a View, which is a copy of its own).
+	// Not part of the state or its snapshot.
+	applying   bool
+	pivotRec   record
+	pivotLease lease
 
 	revision    int64
 	nextLeaseID int64
@@ -223,6 +231,8 @@ func (s *State) ApplyCommand(c Command) Result {
 	}
 	s.activity = LeaseActivity{}
 	s.prevs = s.prevs[:0]
+	s.applying = true
+	defer func() { s.applying = false }()
 	var r Result
 	if c.IdempotencyKey != "" && mutates(c.Op) {
 		r = s.applyIdempotent(c, s.now)

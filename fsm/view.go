@@ -32,6 +32,8 @@ func (s *State) View() *View {
 	c.expiry = nil
 	c.idemByKey, c.idemBySeq = nil, nil
 	c.prevs = nil
+	// Never applied to: its look-ups allocate their own pivots.
+	c.applying, c.pivotRec, c.pivotLease = false, record{}, lease{}
 	c.activity = LeaseActivity{}
 	return &View{s: &c}
 }
