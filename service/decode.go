@@ -341,8 +341,11 @@ func checkLimit(at string, limit, max int) (int, *schema.Error) {
 
 func (d *decoder) put(data []byte) (*fsm.Put, string, *schema.Error) {
 	var req schema.KVPutRequest
-	if e := decodeStrict(data, &req); e != nil {
-		return nil, "", e
+	if !decodePutFast(data, &req) {
+		req = schema.KVPutRequest{}
+		if e := decodeStrict(data, &req); e != nil {
+			return nil, "", e
+		}
 	}
 	p, e := d.buildPut("", req.Key, req.Value, req.Lease, req.TTL, req.PrevKV)
 	if e == nil {

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/concord-io/concord/schema"
@@ -12,6 +13,15 @@ var fastDecodeSeeds = []string{
 	`{"id":01}`, `{"id":1.0}`, `{"id":1e3}`, `{"id":"1"}`, `{"ID":1}`, `{"id":1,"id":2}`, `{"id":1}x`,
 	`{"id":1,}`, `{"i\u0064":1}`, `{"id":-0}`, `{"id":1}{}`, `{"ttl":10,"metadata":{}}`, "{\"id\":1}\n",
 	`{"id" 1}`, `{"id":}`, `{"id":-}`, `[1]`, ``, `{`, `{"id":1`, `{"x":1}`,
+	// Puts.
+	`{"key":"a.b","value":1}`, `{"key":"a","value":"x","lease":3}`, ` {"value" : {"a":[1,"}",{"b":null}]} , "key":"k" , "ttl":5} `,
+	`{"key":"a","value":null}`, `{"key":"a","value":true,"lease":0}`, `{"key":"a","value":"\u00e9\"}"}`,
+	`{"key":"a","value":1,"lease":1,"ttl":2}`, `{"key":"a","value":-1.5e3}`, `{"key":"a","value":[]}`,
+	`{"key":"a","value":01}`, `{"key":"a","value":1,}`, `{"key":"a","value":}`, `{"key":"a","value":[1}`,
+	`{"key":"a","value":{"a" 1}}`, `{"key":"a","value":"x}`, `{"key":"a","value":tru}`, `{"key":"a","value":1 2}`,
+	`{"key":"\u0061","value":1}`, `{"key":"é","value":1}`, `{"key":"a","key":"b","value":1}`, `{"Key":"a","value":1}`,
+	`{"key":"a","value":1,"prev_kv":true}`, `{"key":"a","value":1}]`, `{"key":1,"value":1}`, `{"key":"a","value":"ÿ"}`,
+	`{"key":"a","value":{"x":1}}}`, `{"key":"a","value":]`, `{"key":"a","value":"a\`, "{\"key\":\"a\",\"value\":\"\t\"}", "{\"key\":\"a\",\"value\":\"\xff\"}",
 }
 
 // FuzzFastDecode checks that every body the fast path takes, decodeStrict
@@ -36,7 +46,14 @@ func TestFastDecodeAgreesWithStrict(t *testing.T) {
 			t.Errorf("%s did not take the fast path", s)
 		}
 	}
-	if taken < 8 {
+	for _, s := range []string{`{"key":"a.b","value":1}`, `{"key":"a","value":"x","lease":3}`, `{"value":{"a":[1,"}"]},"key":"k","ttl":5}`,
+		`{"key":"a","value":null}`, ` { "key" : "a" , "value" : [ 1 , 2 ] } `} {
+		var req schema.KVPutRequest
+		if !decodePutFast([]byte(s), &req) {
+			t.Errorf("%s did not take the put fast path", s)
+		}
+	}
+	if taken < 20 {
 		t.Fatalf("only %d seeds took the fast path", taken)
 	}
 }
@@ -67,6 +84,17 @@ func checkFastDecode(t *testing.T, data []byte) bool {
 		}
 		if req.TTL != f.val[0] || req.ID != f.val[1] || hasMember(data, "ttl") != f.present[0] {
 			t.Fatalf("%q: fast %+v, strict %+v", data, f, req)
+		}
+	}
+	var fast schema.KVPutRequest
+	if decodePutFast(data, &fast) {
+		took = true
+		var strict schema.KVPutRequest
+		if e := decodeStrict(data, &strict); e != nil {
+			t.Fatalf("%q: the put fast path took it, decodeStrict refused: %v", data, e)
+		}
+		if !reflect.DeepEqual(fast, strict) {
+			t.Fatalf("%q: fast %+v, strict %+v", data, fast, strict)
 		}
 	}
 	return took
