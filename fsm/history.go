@@ -158,7 +158,7 @@ func (s *State) recordChanges(events []schema.Event, now int64) {
 			prev = s.prevs[i]
 		}
 		// The event's version, lent to changeOf as its pivot first.
-		v := new(version)
+		v := s.newVersion()
 		if prev != nil && prev.modRevision < e.Revision {
 			// prev was live until this command: the key index takes over
 			// its version. An earlier change of this command (at this
@@ -198,6 +198,26 @@ func (s *State) recordChanges(events []schema.Event, now int64) {
 		}
 	}
 	s.retain(now)
+}
+
+// versionSlab is how many versions newVersion allocates at once. Versions
+// leave the history in about the order they were made (by revision), so a
+// slab is freed soon after its last version goes; a version that outlives
+// its neighbours (a key's base) keeps its slab's 2 KiB, which bounds the
+// waste to the versions made in one retention window. 63, not 64: the
+// runtime adds an 8-byte header to an object this size with pointers, and
+// 63 versions and the header fill the 2,048-byte size class.
+const versionSlab = 63
+
+// newVersion returns a zero version from the current slab: one allocation,
+// and one object for the collector to mark, per versionSlab changes.
+func (s *State) newVersion() *version {
+	if len(s.versionSlab) == 0 {
+		s.versionSlab = make([]version, versionSlab)
+	}
+	v := &s.versionSlab[0]
+	s.versionSlab = s.versionSlab[1:]
+	return v
 }
 
 // lastEventOf reports whether events[i] is the last event of its key. A

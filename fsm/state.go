@@ -104,9 +104,12 @@ type State struct {
 	// reader runs on this State during an apply (the service reads under
 	// a lock Apply excludes, or on a View, which is a copy of its own).
 	// Not part of the state or its snapshot.
-	applying   bool
-	pivotRec   record
-	pivotLease lease
+	applying bool
+	// versionSlab is what is left of the slab new versions are taken
+	// from (newVersion). Not part of the state or its snapshot.
+	versionSlab []version
+	pivotRec    record
+	pivotLease  lease
 
 	revision    int64
 	nextLeaseID int64

@@ -34,6 +34,7 @@ func (s *State) View() *View {
 	c.prevs = nil
 	// Never applied to: its look-ups allocate their own pivots.
 	c.applying, c.pivotRec, c.pivotLease = false, record{}, lease{}
+	c.versionSlab = nil
 	c.activity = LeaseActivity{}
 	return &View{s: &c}
 }

@@ -272,7 +272,7 @@ func TestViewReadConcurrentlyWithApply(t *testing.T) {
 func TestViewCoversEveryField(t *testing.T) {
 	cloned := map[string]bool{"kv": true, "leases": true, "attached": true, "hist": true}
 	leftOut := map[string]bool{"expiry": true, "idemByKey": true, "idemBySeq": true, "prevs": true, "activity": true,
-		"applying": true, "pivotRec": true, "pivotLease": true}
+		"applying": true, "pivotRec": true, "pivotLease": true, "versionSlab": true}
 	scalars := map[string]bool{"idemSeq": true, "revision": true, "nextLeaseID": true, "now": true, "limits": true, "anonymous": true}
 	st := reflect.TypeOf(State{})
 	for i := 0; i < st.NumField(); i++ {
