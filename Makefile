@@ -144,9 +144,11 @@ bench-scale: build
 # with `etcdbench history` (tests/etcdbench; Concord only, no etcd): two
 # fresh single nodes, one with the default retention and one with
 # --history-revisions 1 (the least concord serve accepts), each with its
-# own embedded NATS and data directory, both up for the whole run; 6
-# rounds of the closed-loop put workload (32 clients, 1 s warm-up, 10 s)
-# against one and then the other, which goes first alternating. Prints
+# own embedded NATS and data directory, both up for the whole run; puts
+# bring both to revision 1,000,000 first (--fill), so that the default
+# server's history is full in every round; then 6 rounds of the
+# closed-loop put workload (32 clients, 1 s warm-up, 10 s) against one and
+# then the other, which goes first alternating. Prints
 # every round, the medians and default ÷ minimal; every server is stopped
 # at the end, on failure or Ctrl-C too. Not part of make test. Flags
 # (etcdbench history -h): make bench-history BENCH_HISTORY_FLAGS="--rounds

@@ -26,6 +26,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/concord-io/concord/schema"
@@ -37,6 +39,9 @@ type historyConfig struct {
 	concord  string
 	baseline string // another concord binary as the second server, or ""
 	minimal  int64  // --history-revisions of the second server
+	// fill is the revision both servers are brought to before the rounds,
+	// so that the default server's history is full from the first round.
+	fill int64
 	roundFlags
 	jsonFile string
 }
@@ -47,7 +52,10 @@ Put throughput with the key history kept (the default retention) against
 the same concord binary keeping as little as it accepts (--history-revisions
 1 by default), in alternate rounds of one run: two fresh single Concord
 nodes, each with its own embedded NATS and data directory, both up for the
-whole run; in each round the same closed-loop put workload (as etcdbench's
+whole run. First, puts bring both to revision --fill (the default
+retention), so that the default server's history is full (each put then
+also compacts the oldest revision, as on a node that has run a while).
+Then, in each round, the same closed-loop put workload (as etcdbench's
 put: --clients clients, each on its own connection with one request in
 flight, a key on the client's lease, 1,000 keys per client) runs against
 one and then the other, which goes first alternating. Prints each round's
@@ -71,6 +79,7 @@ func parseHistoryFlags(args []string) (*historyConfig, error) {
 	fs.StringVar(&cfg.concord, "concord", "bin/concord", "the concord binary (make build puts it in bin/)")
 	fs.StringVar(&cfg.baseline, "baseline", "", "a concord binary to run as the second server, with its defaults, instead of --concord with --history-revisions --minimal-revisions")
 	fs.Int64Var(&cfg.minimal, "minimal-revisions", 1, "--history-revisions of the second server (the least concord serve accepts is 1)")
+	fs.Int64Var(&cfg.fill, "fill", schema.DefaultHistoryRevisions, "before the rounds, put to both servers until each is at this revision, so that the default server measures with its history full (the default retention); 0 starts the rounds at once")
 	cfg.roundFlags.add(fs, "measurement window of each round on each server", 6, "rounds; each measures both servers, which goes first alternating")
 	fs.StringVar(&cfg.jsonFile, "json-file", "", "also write every round and the medians as JSON to this file")
 	if err := fs.Parse(args); err != nil {
@@ -78,6 +87,9 @@ func parseHistoryFlags(args []string) (*historyConfig, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if cfg.fill < 0 {
+		return nil, fmt.Errorf("--fill: %d, want a revision, or 0 for none", cfg.fill)
 	}
 	if cfg.minimal < 1 {
 		return nil, fmt.Errorf("--minimal-revisions: %d, want at least 1 (concord serve refuses less)", cfg.minimal)
@@ -97,6 +109,8 @@ type historyServer struct {
 	Args    []string `json:"extra_args"` // beyond the flags both share
 	Rounds  []result `json:"rounds"`
 	Median  *stats   `json:"median"`
+	// FilledIn is how long the fill before the rounds took, in seconds.
+	FilledIn float64 `json:"fill_s,omitempty"`
 	// After the rounds: the revision, the history's floor (the oldest
 	// revision a read may ask for) and the resident memory.
 	Revision        int64 `json:"revision_after"`
@@ -117,6 +131,7 @@ type historyReport struct {
 	DurationS float64          `json:"duration_s"`
 	WarmupS   float64          `json:"warmup_s"`
 	Rounds    int              `json:"rounds"`
+	Fill      int64            `json:"fill_revision"`
 	Order     [][]string       `json:"order_by_round"`
 	Servers   []*historyServer `json:"servers"`
 	// Ratios are default ÷ second server, per round; the medians of
@@ -162,7 +177,7 @@ func runHistory(ctx context.Context, args []string) (err error) {
 
 	started := time.Now()
 	rep := &historyReport{Date: started.UTC().Format("2006-01-02 15:04 UTC"), Machine: readMachine(), Clients: cfg.clients,
-		DurationS: cfg.duration.Seconds(), WarmupS: cfg.warmup.Seconds(), Rounds: cfg.rounds, Servers: servers}
+		DurationS: cfg.duration.Seconds(), WarmupS: cfg.warmup.Seconds(), Rounds: cfg.rounds, Fill: cfg.fill, Servers: servers}
 	lcfg := &config{roundFlags: roundFlags{clients: cfg.clients, valueBytes: cfg.valueBytes}}
 	pp := &ports{}
 	for _, hs := range servers {
@@ -182,6 +197,22 @@ func runHistory(ctx context.Context, args []string) (err error) {
 		if hs.ops, err = hs.load.setup(ctx, "put"); err != nil {
 			return fmt.Errorf("%s server: put: setup: %w", hs.Name, err)
 		}
+	}
+
+	names, _ := subjects.New(subjects.DefaultPrefix) // the default prefix is valid
+	for _, hs := range servers {
+		if cfg.fill == 0 {
+			break
+		}
+		logf("history: filling the %s server to revision %d", hs.Name, cfg.fill)
+		t0 := time.Now()
+		if err := fill(ctx, hs.ops, func(ctx context.Context) (int64, error) {
+			st, err := concordStatus(ctx, hs.s.urls[0], names)
+			return st.Revision, err
+		}, cfg.fill); err != nil {
+			return fmt.Errorf("%s server: fill: %w", hs.Name, err)
+		}
+		hs.FilledIn = time.Since(t0).Seconds()
 	}
 
 	mcfg := &config{roundFlags: roundFlags{warmup: cfg.warmup, duration: cfg.duration}, cores: runtime.NumCPU()}
@@ -209,7 +240,6 @@ func runHistory(ctx context.Context, args []string) (err error) {
 	}
 	rep.OpsRatio, rep.P99Ratio = median(rep.OpsRatios), median(rep.P99Ratios)
 
-	names, _ := subjects.New(subjects.DefaultPrefix) // the default prefix is valid
 	for _, hs := range servers {
 		hs.Median = medianOf(hs.Rounds)
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -238,6 +268,64 @@ func runHistory(ctx context.Context, args []string) (err error) {
 		return errFailedRequests
 	}
 	return nil
+}
+
+// fill runs ops, each in a closed loop of its own, until revision says the
+// server is at target or beyond (asked every 2,000 requests, and before
+// the first), and returns the first error a request or revision gave.
+func fill(ctx context.Context, ops []opFunc, revision func(context.Context) (int64, error), target int64) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu    sync.Mutex
+		first error
+		sent  atomic.Int64
+		wg    sync.WaitGroup
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if first == nil {
+			first = err
+		}
+		mu.Unlock()
+		cancel()
+	}
+	check := func() bool {
+		rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+		defer rcancel()
+		rev, err := revision(rctx)
+		if err != nil {
+			fail(fmt.Errorf("revision: %w", err))
+			return true
+		}
+		if rev >= target {
+			cancel()
+			return true
+		}
+		return false
+	}
+	if check() {
+		return first
+	}
+	for _, op := range ops {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; ctx.Err() == nil; n++ {
+				if err := op(ctx, n); err != nil {
+					if ctx.Err() == nil {
+						fail(err)
+					}
+					return
+				}
+				if sent.Add(1)%2000 == 0 && check() {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
 }
 
 // ratioOr0 is a ÷ b, or 0 when b is 0.
@@ -274,6 +362,11 @@ func (rep *historyReport) print(w io.Writer, cfg *historyConfig) {
 		"%d closed-loop clients (one connection and one request in flight each) put a key on their lease (%d-byte values, 1,000 keys\n"+
 		"per client), %s warm-up then %s measured, against one server and then the other, which goes first alternating.\n\n",
 		rep.Rounds, rep.Clients, cfg.valueBytes, cfg.warmup, cfg.duration)
+	if rep.Fill > 0 {
+		fmt.Fprintf(w, "Before the rounds, the same puts brought each server to revision %s (%s: %.0f s, %s: %.0f s), so that the\n"+
+			"default server's history was full (its retention reached) in every round.\n\n",
+			thousands(float64(rep.Fill)), a.Name, a.FilledIn, b.Name, b.FilledIn)
+	}
 	fmt.Fprintf(w, "%-6s %-9s %14s %9s %9s %14s %9s %9s %10s %10s\n", "round", "first",
 		a.Name+" ops/s", "p50 ms", "p99 ms", b.Name+" ops/s", "p50 ms", "p99 ms", "ops/s ÷", "p99 ÷")
 	for i := range rep.OpsRatios {
