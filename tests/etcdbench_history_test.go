@@ -15,6 +15,7 @@ import (
 // tests read.
 type ebHistoryReport struct {
 	Rounds    int        `json:"rounds"`
+	Fill      int64      `json:"fill_revision"`
 	Order     [][]string `json:"order_by_round"`
 	OpsRatios []float64  `json:"ops_ratio_by_round"`
 	P99Ratios []float64  `json:"p99_ratio_by_round"`
@@ -22,6 +23,7 @@ type ebHistoryReport struct {
 	P99Ratio  float64    `json:"p99_ratio"`
 	Servers   []struct {
 		Name            string     `json:"name"`
+		FilledIn        float64    `json:"fill_s"`
 		Args            []string   `json:"extra_args"`
 		Rounds          []ebResult `json:"rounds"`
 		Revision        int64      `json:"revision_after"`
@@ -30,13 +32,17 @@ type ebHistoryReport struct {
 	} `json:"servers"`
 }
 
+// historyFill is the --fill of the runs here: small, but more than the
+// rounds write.
+const historyFill = 3000
+
 // runHistoryBench runs `etcdbench history` (make bench-history) small and
 // returns its report and its table; nothing may be left running.
 func runHistoryBench(t *testing.T, rounds int, args ...string) (*ebHistoryReport, string) {
 	t.Helper()
 	jsonFile := filepath.Join(t.TempDir(), "history.json")
 	r := startEtcdbench(t, append([]string{"history", "--concord", binPath, "--json-file", jsonFile, "--clients", "2",
-		"--duration", "300ms", "--warmup", "100ms", "--rounds", strconv.Itoa(rounds)}, args...)...)
+		"--duration", "300ms", "--warmup", "100ms", "--rounds", strconv.Itoa(rounds), "--fill", strconv.Itoa(historyFill)}, args...)...)
 	if code := r.wait(t, 3*time.Minute); code != 0 {
 		t.Fatalf("exit code %d\nstdout:\n%s", code, r.stdout.Bytes())
 	}
@@ -75,9 +81,13 @@ func runHistoryBench(t *testing.T, rounds int, args ...string) (*ebHistoryReport
 			t.Errorf("round %d: ratios %.4f, %.4f from %+v and %+v", i+1, rep.OpsRatios[i], rep.P99Ratios[i], x, y)
 		}
 	}
+	if rep.Fill != historyFill {
+		t.Errorf("fill_revision %d, want %d", rep.Fill, historyFill)
+	}
 	for _, s := range rep.Servers {
-		if s.Revision < 1 || s.RSSBytes < 1<<20 {
-			t.Errorf("%s after the rounds: revision %d, rss %d", s.Name, s.Revision, s.RSSBytes)
+		// Filled before the rounds, then written to in every round.
+		if s.Revision <= historyFill || s.FilledIn <= 0 || s.RSSBytes < 1<<20 {
+			t.Errorf("%s after the rounds: revision %d (filled to %d in %.1f s), rss %d", s.Name, s.Revision, historyFill, s.FilledIn, s.RSSBytes)
 		}
 	}
 	return &rep, r.stdout.String()
@@ -101,7 +111,7 @@ func TestEtcdbenchHistorySmoke(t *testing.T) {
 		t.Errorf("medians %.4f, %.4f of %v, %v", rep.OpsRatio, rep.P99Ratio, rep.OpsRatios, rep.P99Ratios)
 	}
 	for _, want := range []string{"Put throughput with the key history kept (default) against minimal (--history-revisions 1)",
-		"machine: ", "default retention (the last 1,000,000 revisions", "in each of 2 rounds", "2 closed-loop clients",
+		"machine: ", "default retention (the last 1,000,000 revisions", "brought each server to revision 3,000", "in each of 2 rounds", "2 closed-loop clients",
 		"default ÷ minimal", "issue 15's bar", "(the last revision kept)", "records every put in its history"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the table lacks %q:\n%s", want, out)
