@@ -34,7 +34,17 @@ type GetQuery struct {
 	// to from length 0: a reader that has sent one page reuses its slice
 	// for the next, instead of growing a new one to thousands of records.
 	Into []schema.KeyValue
+	// Yield, when not nil, is called after every YieldEvery records a
+	// prefix or range read walks. Such a read runs on a view beside the
+	// writes for milliseconds; the service passes runtime.Gosched, so
+	// that the goroutines a write waits on are not held up behind it
+	// for a whole scheduler time slice.
+	Yield func()
 }
+
+// YieldEvery is how many records a read walks between calls of its Yield:
+// a fraction of a millisecond's work.
+const YieldEvery = 256
 
 // kvs is the empty slice a reply's records go into.
 func (q *GetQuery) kvs() []schema.KeyValue {
@@ -92,6 +102,9 @@ type pager struct {
 
 func (p *pager) add(r *record, render func(*record) schema.KeyValue) {
 	p.reply.Count++
+	if p.q.Yield != nil && p.reply.Count%YieldEvery == 0 {
+		p.q.Yield()
+	}
 	if p.q.CountOnly || p.reply.More {
 		return
 	}

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -384,5 +385,30 @@ func TestExpiredAndNextDeadline(t *testing.T) {
 	mustApply(t, s, t0+9_000, &Expire{IDs: s.Expired(t0+9_000, 0)})
 	if d, ok := s.NextDeadline(); ok {
 		t.Fatalf("deadline %d left after everything expired", d)
+	}
+}
+
+// A prefix or range read calls its Yield after every YieldEvery records
+// it walks (counted ones included), and answers as it would without.
+func TestGetYields(t *testing.T) {
+	s := New()
+	mustApply(t, s, t0, benchLimits)
+	const keys = 3*YieldEvery + 10
+	for i := range keys {
+		mustApply(t, s, t0, &Put{Key: fmt.Sprintf("k.%05d", i), Value: val(`1`)})
+	}
+	for _, q := range []GetQuery{
+		{Key: "k.", IsPrefix: true, Limit: keys},
+		{Key: "k.", IsPrefix: true, Limit: 10},
+		{Key: "k.00100", IsRange: true, RangeEnd: "k.00700", Limit: keys, CountOnly: true},
+	} {
+		plain := s.Get(q, t0)
+		yields := 0
+		q.Yield = func() { yields++ }
+		got := s.Get(q, t0)
+		eq(t, "reply", got, plain)
+		if want := int(plain.Count) / YieldEvery; yields != want {
+			t.Errorf("%+v: %d yields for %d records walked, want %d", q, yields, plain.Count, want)
+		}
 	}
 }

@@ -9,11 +9,17 @@ import "strconv"
 // garbage makes the collector run beside the writes. Values and metadata
 // are written as stored, which the state machine keeps compact, as
 // Event.AppendJSON does.
-func (r *KVGetReply) AppendJSON(b []byte) []byte {
+func (r *KVGetReply) AppendJSON(b []byte) []byte { return r.AppendJSONYielding(b, nil) }
+
+// AppendJSONYielding is AppendJSON calling yield, when not nil, after
+// every ListYieldEvery records: a page of ten thousand takes milliseconds
+// to write, and a server that writes it beside its writes' goroutines
+// passes runtime.Gosched.
+func (r *KVGetReply) AppendJSONYielding(b []byte, yield func()) []byte {
 	b = append(b, `{"revision":`...)
 	b = strconv.AppendInt(b, r.Revision, 10)
 	b = append(b, `,"kvs":`...)
-	b = appendList(b, r.KVs, (*KeyValue).AppendJSON)
+	b = appendList(b, r.KVs, (*KeyValue).AppendJSON, yield)
 	b = append(b, `,"count":`...)
 	b = strconv.AppendInt(b, r.Count, 10)
 	b = append(b, `,"more":`...)
@@ -57,7 +63,7 @@ func (kv *KeyValue) AppendJSON(b []byte) []byte {
 // AppendJSON appends the reply's JSON encoding to b, as KVGetReply's.
 func (r *KVChangesReply) AppendJSON(b []byte) []byte {
 	b = append(b, `{"events":`...)
-	b = appendList(b, r.Events, (*Event).AppendJSON)
+	b = appendList(b, r.Events, (*Event).AppendJSON, nil)
 	b = append(b, `,"next_revision":`...)
 	b = strconv.AppendInt(b, r.NextRevision, 10)
 	b = append(b, `,"next_op_index":`...)
@@ -74,7 +80,7 @@ func (r *KVHistoryReply) AppendJSON(b []byte) []byte {
 	b = append(b, `{"key":`...)
 	b = appendJSONString(b, r.Key)
 	b = append(b, `,"records":`...)
-	b = appendList(b, r.Records, (*Event).AppendJSON)
+	b = appendList(b, r.Records, (*Event).AppendJSON, nil)
 	b = append(b, `,"more":`...)
 	b = strconv.AppendBool(b, r.More)
 	if r.NextRevision != 0 {
@@ -88,9 +94,14 @@ func (r *KVHistoryReply) AppendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
+// ListYieldEvery is how many records AppendJSONYielding writes between
+// calls of its yield.
+const ListYieldEvery = 256
+
 // appendList writes a slice as encoding/json does: null when nil, else
-// each item by appendOne, in brackets.
-func appendList[T any](b []byte, items []T, appendOne func(*T, []byte) []byte) []byte {
+// each item by appendOne, in brackets; yield, when not nil, is called
+// after every ListYieldEvery items.
+func appendList[T any](b []byte, items []T, appendOne func(*T, []byte) []byte, yield func()) []byte {
 	if items == nil {
 		return append(b, "null"...)
 	}
@@ -98,6 +109,9 @@ func appendList[T any](b []byte, items []T, appendOne func(*T, []byte) []byte) [
 	for i := range items {
 		if i > 0 {
 			b = append(b, ',')
+			if yield != nil && i%ListYieldEvery == 0 {
+				yield()
+			}
 		}
 		b = appendOne(&items[i], b)
 	}

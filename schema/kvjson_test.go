@@ -141,3 +141,23 @@ func BenchmarkKVGetReplyAppendJSON(b *testing.B) {
 		}
 	})
 }
+
+// AppendJSONYielding writes AppendJSON's bytes, and yields after every
+// ListYieldEvery records, never for a short page.
+func TestKVGetReplyAppendJSONYielding(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{0, 1, ListYieldEvery, ListYieldEvery + 1, 3*ListYieldEvery + 7} {
+		reply := &KVGetReply{Revision: 9, Count: int64(n), More: n > 1, KVs: []KeyValue{}}
+		for range n {
+			reply.KVs = append(reply.KVs, randomKeyValue(r))
+		}
+		yields := 0
+		got := reply.AppendJSONYielding(nil, func() { yields++ })
+		if want := reply.AppendJSON(nil); !bytes.Equal(got, want) {
+			t.Fatalf("%d records: yielding wrote\n%s\nnot\n%s", n, got, want)
+		}
+		if want := max(n-1, 0) / ListYieldEvery; yields != want {
+			t.Errorf("%d records: %d yields, want %d", n, yields, want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"runtime"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -145,6 +146,7 @@ func (s *Service) handleGet(ctx context.Context, m *nats.Msg) (any, *schema.Erro
 	} else {
 		buf := kvsPool.Get().(*[]schema.KeyValue)
 		req.q.Into = *buf
+		req.q.Yield = runtime.Gosched
 		v := s.sm.view()
 		reply, err = v.GetAt(req.q, req.revision, max(now, v.Now()))
 		if err != nil {
@@ -173,6 +175,13 @@ const maxPooledKVs = 16_384
 type pooledGetReply struct {
 	*schema.KVGetReply
 	buf *[]schema.KeyValue
+}
+
+// AppendJSON writes the reply, yielding the processor every few hundred
+// records: a page of thousands takes milliseconds to write, and the
+// goroutines the writes wait on should not wait a whole time slice.
+func (r *pooledGetReply) AppendJSON(b []byte) []byte {
+	return r.KVGetReply.AppendJSONYielding(b, runtime.Gosched)
 }
 
 // release drops the records' references, so a pooled slice keeps no

@@ -1,7 +1,9 @@
 package service
 
 import (
+	"bytes"
 	"encoding/json"
+	"strconv"
 	"testing"
 
 	"github.com/concord-io/concord/schema"
@@ -29,4 +31,18 @@ func TestPooledGetReplyRelease(t *testing.T) {
 		t.Fatalf("an oversized slice (cap %d) was kept", cap(*big))
 	}
 	var _ jsonAppender = r // the embedded reply encodes itself
+}
+
+// A pooled listing reply, which yields while it writes itself, writes the
+// bytes of the reply it holds.
+func TestPooledGetReplyWritesItsReply(t *testing.T) {
+	reply := &schema.KVGetReply{Revision: 5, Count: 600, More: true}
+	for i := range 600 {
+		reply.KVs = append(reply.KVs, schema.KeyValue{Key: strconv.Itoa(i), Value: json.RawMessage(`{"n":1}`), Version: 1})
+	}
+	p := &pooledGetReply{KVGetReply: reply, buf: new([]schema.KeyValue)}
+	var a jsonAppender = p
+	if got, want := a.AppendJSON(nil), reply.AppendJSON(nil); !bytes.Equal(got, want) {
+		t.Fatalf("pooled reply wrote\n%s\nnot\n%s", got, want)
+	}
 }
