@@ -60,7 +60,7 @@ func TestWriteV1DataDir(t *testing.T) {
 	}
 	c.ok(subjects.KVDelete, map[string]any{"prefix": "bulk.01"}, nil)
 	checkFor(t, 20*time.Second, 100*time.Millisecond, func() error {
-		if snaps, _ := filepath.Glob(filepath.Join(n.dataDir, "snapshots", "*", "state.bin")); len(snaps) == 0 {
+		if snaps := finishedSnapshots(n.dataDir); len(snaps) == 0 {
 			return fmt.Errorf("no snapshot yet")
 		}
 		return nil

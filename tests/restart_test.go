@@ -79,7 +79,7 @@ func TestRestartFromSnapshotAndLog(t *testing.T) {
 	}
 	c.ok(subjects.KVDelete, `{"prefix":"snap.plain.04"}`, nil)
 	checkFor(t, 10*time.Second, 100*time.Millisecond, func() error {
-		snaps, _ := filepath.Glob(filepath.Join(n.dataDir, "snapshots", "*", "state.bin"))
+		snaps := finishedSnapshots(n.dataDir)
 		if len(snaps) == 0 {
 			return fmt.Errorf("no snapshot yet")
 		}

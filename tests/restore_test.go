@@ -42,6 +42,22 @@ func writePause(t testing.TB, path string, points ...string) {
 }
 
 // logSize is where the next lines of a node's log will start.
+// finishedSnapshots returns the state files of the snapshots a node has
+// finished writing in dataDir. Raft writes a snapshot in a directory named
+// *.tmp and renames it once whole: a test that waits for a snapshot and
+// then kills the node must not take one still being written, which the
+// restart would remove (and so have none to restore).
+func finishedSnapshots(dataDir string) []string {
+	all, _ := filepath.Glob(filepath.Join(dataDir, "snapshots", "*", "state.bin"))
+	var done []string
+	for _, p := range all {
+		if !strings.HasSuffix(filepath.Dir(p), ".tmp") {
+			done = append(done, p)
+		}
+	}
+	return done
+}
+
 func logSize(t testing.TB, n *node) int64 {
 	t.Helper()
 	fi, err := os.Stat(n.logPath)
@@ -396,7 +412,7 @@ func TestRestartingMemberTakesNoRequests(t *testing.T) {
 	// and the member takes a snapshot every 300 of them.
 	more := 0
 	checkFor(t, 60*time.Second, 0, func() error {
-		snaps, _ := filepath.Glob(filepath.Join(c.nodes[f].dataDir, "snapshots", "*", "state.bin"))
+		snaps := finishedSnapshots(c.nodes[f].dataDir)
 		if len(snaps) > 0 {
 			return nil
 		}

@@ -3,7 +3,6 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -299,7 +298,7 @@ func TestIdempotencySurvivesRestart(t *testing.T) {
 		c.put(fmt.Sprintf("idem.fill.%03d", i), i, 0)
 	}
 	checkFor(t, 10*time.Second, 100*time.Millisecond, func() error {
-		if snaps, _ := filepath.Glob(filepath.Join(n.dataDir, "snapshots", "*", "state.bin")); len(snaps) == 0 {
+		if snaps := finishedSnapshots(n.dataDir); len(snaps) == 0 {
 			return fmt.Errorf("no snapshot yet")
 		}
 		return nil
