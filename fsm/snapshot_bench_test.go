@@ -164,3 +164,47 @@ func BenchmarkSnapshotEncode(b *testing.B) {
 		}
 	}
 }
+
+// overwrittenBenchState is make bench-history's default node at its
+// retention, scaled by -snapshot-keys: keys/32 keys, each put again and
+// again until the history holds keys changes, nearly all of them versions
+// that are no longer live.
+func overwrittenBenchState(b *testing.B, changes int) *State {
+	name := fmt.Sprintf("overwritten/%d", changes)
+	if s := benchStates[name]; s != nil {
+		return s
+	}
+	s := New()
+	mustApply(b, s, t0, &Limits{MaxLeases: 1 << 30, MaxKeysPerLease: 1 << 30, HistoryRevisions: int64(changes)})
+	keys := max(changes/32, 1)
+	for i := 0; s.HistoryChanges() < changes; i++ {
+		p := &Put{Key: fmt.Sprintf("bench.put.%d.%d", i%32, i/32%(keys/32+1)), Value: val(fmt.Sprintf(`"%062d"`, i))}
+		if r := s.ApplyCommand(Command{Op: OpPut, Now: t0 + int64(i/1000), Body: p}); r.Err != nil {
+			b.Fatal(r.Err)
+		}
+	}
+	benchStates[name] = s
+	return s
+}
+
+// BenchmarkSnapshotEncodeHistory writes a state whose snapshot is mostly
+// history (overwrittenBenchState) in version 5 to a discarding writer:
+// what a node under overwrites pays each time it takes a snapshot.
+func BenchmarkSnapshotEncodeHistory(b *testing.B) {
+	s := overwrittenBenchState(b, *benchSnapshotKeys)
+	sn := s.Snapshot()
+	size, err := sn.WriteVersion(io.Discard, 5)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(size)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if n, err := sn.WriteVersion(io.Discard, 5); err != nil || n != size {
+			b.Fatalf("wrote %d bytes (want %d): %v", n, size, err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(s.HistoryChanges()), "ns/change")
+}

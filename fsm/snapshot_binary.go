@@ -396,7 +396,10 @@ func (sn *Snapshot) writeBinary(w io.Writer) (int64, error) {
 	e.endSection()
 
 	e.start(frameKeys)
-	for _, r := range recs {
+	for i, r := range recs {
+		if i%loadBatch == 0 {
+			loadRecords(recs[i:min(i+loadBatch, len(recs))])
+		}
 		sk := snapshotKVOf(r)
 		e.kv(&sk)
 		if e.err != nil {
