@@ -211,13 +211,17 @@ const versionSlab = 63
 
 // newVersion returns a zero version from the current slab: one allocation,
 // and one object for the collector to mark, per versionSlab changes.
-func (s *State) newVersion() *version {
-	if len(s.versionSlab) == 0 {
-		s.versionSlab = make([]version, versionSlab)
+func (s *State) newVersion() *version { return fromSlab(&s.versionSlab, versionSlab) }
+
+// fromSlab returns the first element of *free and takes it off; an empty
+// *free is first refilled with a new array of n zero elements.
+func fromSlab[T any](free *[]T, n int) *T {
+	if len(*free) == 0 {
+		*free = make([]T, n)
 	}
-	v := &s.versionSlab[0]
-	s.versionSlab = s.versionSlab[1:]
-	return v
+	e := &(*free)[0]
+	*free = (*free)[1:]
+	return e
 }
 
 // lastEventOf reports whether events[i] is the last event of its key. A

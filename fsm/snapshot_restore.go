@@ -624,30 +624,25 @@ func (s *State) checkChangeLogV3(src snapshotSource, n int) error {
 // restored state that later replaces most of its records keeps holding
 // at most the memory the restore allocated: no more than it held just
 // after the restore.
+//
+// 511 versions, not 512: the runtime adds an 8-byte header to an object of
+// this size with pointers, and 512 of them and the header would take the
+// next size class up, 2 KiB more a slab (4 bytes a version). A slab of
+// records is a large object, which has no header.
 const (
-	slabSize     = 512      // records or versions
-	arenaSize    = 32 << 10 // bytes of values
-	arenaMaxItem = 1 << 10  // a larger value gets its own allocation
+	recordSlab          = 512      // records
+	restoredVersionSlab = 511      // versions
+	arenaSize           = 32 << 10 // bytes of values
+	arenaMaxItem        = 1 << 10  // a larger value gets its own allocation
 )
 
 // newRecord returns a new record made from sk.
 func (rs *restorer) newRecord(sk *snapshotKV) *record {
-	if len(rs.records) == 0 {
-		rs.records = make([]record, slabSize)
-	}
-	r := &rs.records[0]
-	rs.records = rs.records[1:]
+	r := fromSlab(&rs.records, recordSlab)
 	*r = record{key: sk.Key, value: sk.Value, createRevision: sk.CreateRevision, modRevision: sk.ModRevision, version: sk.Version, lease: sk.Lease,
 		extra: newExtra(sk.ContentType, sk.Metadata)}
 	return r
 }
 
 // newVersion returns a new zero version.
-func (rs *restorer) newVersion() *version {
-	if len(rs.versions) == 0 {
-		rs.versions = make([]version, slabSize)
-	}
-	v := &rs.versions[0]
-	rs.versions = rs.versions[1:]
-	return v
-}
+func (rs *restorer) newVersion() *version { return fromSlab(&rs.versions, restoredVersionSlab) }
