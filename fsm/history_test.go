@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/concord-io/concord/schema"
 )
@@ -619,5 +620,29 @@ func TestAscendAtStops(t *testing.T) {
 			return len(got) < n
 		})
 		eq(t, fmt.Sprintf("stopped after %d", n), got, all[:n])
+	}
+}
+
+// The version slabs are sized to fill a size class of the runtime's
+// allocator: a slab one version larger takes the next class up. A change
+// to version's size must change them too. The size classes named are the
+// runtime's (runtime/sizeclasses.go); the header is the 8 bytes it adds
+// to a small object with pointers larger than 512 bytes.
+func TestVersionSlabFillsItsSizeClass(t *testing.T) {
+	const header = 8
+	size := int(unsafe.Sizeof(version{}))
+	for _, c := range []struct {
+		name     string
+		n, class int
+	}{
+		{"versionSlab", versionSlab, 2048},
+		{"restoredVersionSlab", restoredVersionSlab, 24576},
+	} {
+		if got := c.n*size + header; got > c.class {
+			t.Errorf("%s: %d versions of %d bytes and the header are %d bytes, more than the %d-byte class", c.name, c.n, size, got, c.class)
+		}
+		if got := (c.n+1)*size + header; got <= c.class {
+			t.Errorf("%s: %d versions of %d bytes would fit the %d-byte class too", c.name, c.n+1, size, c.class)
+		}
 	}
 }

@@ -444,6 +444,7 @@ func (rs *restorer) readHistory(src snapshotSource, n int) error {
 		if v.isDelete() {
 			v.rec = prev.rec
 		}
+		v.k = v.rec.key
 		switch {
 		case prev != nil && !lessByKey(prev, v):
 			return bad("out of order")
@@ -627,7 +628,7 @@ func (s *State) checkChangeLogV3(src snapshotSource, n int) error {
 //
 // 511 versions, not 512: the runtime adds an 8-byte header to an object of
 // this size with pointers, and 512 of them and the header would take the
-// next size class up, 2 KiB more a slab (4 bytes a version). A slab of
+// next size class up (TestVersionSlabFillsItsSizeClass). A slab of
 // records is a large object, which has no header.
 const (
 	recordSlab          = 512      // records
