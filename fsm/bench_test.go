@@ -158,20 +158,7 @@ func BenchmarkSnapshotWrite(b *testing.B) {
 			b.Fatal(r.Err)
 		}
 	}
-	sn := s.Snapshot()
-	size, err := sn.WriteTo(io.Discard)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.SetBytes(size)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		n, err := sn.WriteTo(io.Discard)
-		if err != nil || n != size {
-			b.Fatalf("wrote %d bytes (want %d): %v", n, size, err)
-		}
-	}
+	benchWriteSnapshot(b, s.Snapshot(), SnapshotVersion)
 }
 
 // BenchmarkApplyTxnLockAcquire: the lock-acquire transaction, each on its

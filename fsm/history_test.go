@@ -164,6 +164,10 @@ func checkHistory(s *State) error {
 	var prev *version
 	var err error
 	h.byKey.Ascend(func(v *version) bool {
+		if v.k != v.rec.key {
+			err = fmt.Errorf("version %q@%d/%d in the key index holds key %q", v.rec.key, v.rev, v.op, v.k)
+			return false
+		}
 		if isLive(v) {
 			err = fmt.Errorf("the key index holds %s@%d/%d, the live record of its key", v.key(), v.rev, v.op)
 		}
@@ -200,6 +204,8 @@ func checkHistory(s *State) error {
 	live := 0
 	h.byRev.Ascend(func(v *version) bool {
 		switch {
+		case v.k != v.rec.key:
+			err = fmt.Errorf("version %q@%d/%d in the change log holds key %q", v.rec.key, v.rev, v.op, v.k)
 		case v.rev <= h.floor:
 			err = fmt.Errorf("change %s@%d/%d at or below the floor %d", v.key(), v.rev, v.op, h.floor)
 		case isLive(v):
