@@ -50,8 +50,8 @@ func causeOf(name string) uint8 {
 // record it points at.
 type version struct {
 	// rec is the record a put wrote, or the record a delete removed
-	// (whose key and lease the tombstone reports). With k first, so that
-	// the collector scans the first words of each version only.
+	// (whose key and lease the tombstone reports). First, and k's bytes
+	// next, so that the collector scans two words of each version.
 	rec *record
 	// k is rec.key (the same bytes), held here too: a search of the key
 	// index compares the key of each version it passes, and read through
