@@ -79,14 +79,10 @@ func (v *version) written() *record {
 	return v.rec
 }
 
-// keyPivot is a search pivot for the key index, made in one allocation.
+// keyPivot is a search pivot for the key index: lessByKey reads only its
+// key, revision and op_index, so it has no record.
 func keyPivot(key string, rev int64, op int32) *version {
-	p := &struct {
-		v version
-		r record
-	}{v: version{k: key, rev: rev, op: op}, r: record{key: key}}
-	p.v.rec = &p.r
-	return &p.v
+	return &version{k: key, rev: rev, op: op}
 }
 
 // event renders the version as the event it was published as.

@@ -153,9 +153,9 @@ func BenchmarkSnapshotEncode(b *testing.B) {
 }
 
 // overwrittenBenchState is make bench-history's default node at its
-// retention, scaled by -snapshot-keys: keys/32 keys, each put again and
-// again until the history holds keys changes, nearly all of them versions
-// that are no longer live.
+// retention, scaled by -snapshot-keys: about changes/32 keys (32 groups,
+// as bench-history's clients), each put again and again round-robin until
+// the history holds changes versions, nearly all of them no longer live.
 func overwrittenBenchState(b *testing.B, changes int) *State {
 	name := fmt.Sprintf("overwritten/%d", changes)
 	if s := benchStates[name]; s != nil {
@@ -163,9 +163,9 @@ func overwrittenBenchState(b *testing.B, changes int) *State {
 	}
 	s := New()
 	mustApply(b, s, t0, &Limits{MaxLeases: 1 << 30, MaxKeysPerLease: 1 << 30, HistoryRevisions: int64(changes)})
-	keys := max(changes/32, 1)
+	perGroup := changes/32/32 + 1 // keys a group
 	for i := 0; s.HistoryChanges() < changes; i++ {
-		p := &Put{Key: fmt.Sprintf("bench.put.%d.%d", i%32, i/32%(keys/32+1)), Value: val(fmt.Sprintf(`"%062d"`, i))}
+		p := &Put{Key: fmt.Sprintf("bench.put.%d.%d", i%32, i/32%perGroup), Value: val(fmt.Sprintf(`"%062d"`, i))}
 		if r := s.ApplyCommand(Command{Op: OpPut, Now: t0 + int64(i/1000), Body: p}); r.Err != nil {
 			b.Fatal(r.Err)
 		}
