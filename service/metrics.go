@@ -204,16 +204,27 @@ func (m *metrics) observeSnapshot(d time.Duration, bytes int64) {
 	m.snapshotBytes.Set(float64(bytes))
 }
 
-// watchLeaders counts leader changes from Raft's observations until done
-// closes.
-func (m *metrics) watchLeaders(r *raft.Raft, done <-chan struct{}) {
+// watchLeaders registers an observer of r's leaders at once and returns
+// what counts the leader changes it sees, until ctx ends. It is called as
+// soon as r exists: a lone voter elects itself within milliseconds of its
+// start (electIfAlone), and an observer registered after that missed the
+// node's first leadership.
+func (m *metrics) watchLeaders(r *raft.Raft) func(ctx context.Context) {
 	ch := make(chan raft.Observation, 16)
 	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
 		_, ok := o.Data.(raft.LeaderObservation)
 		return ok
 	})
 	r.RegisterObserver(obs)
-	defer r.DeregisterObserver(obs)
+	return func(ctx context.Context) {
+		defer r.DeregisterObserver(obs)
+		m.countLeaders(ctx.Done(), ch)
+	}
+}
+
+// countLeaders counts the leader changes among the observations on ch
+// until done closes.
+func (m *metrics) countLeaders(done <-chan struct{}, ch <-chan raft.Observation) {
 	var last raft.ServerID
 	for {
 		select {

@@ -162,6 +162,8 @@ func (s *Service) startRaft() error {
 	s.reads = newReadBarrier(r, appliedWaiter{applied: &s.sm.applied, log: store}, &s.clock, s.cfg.ApplyTimeout)
 	s.replayFrom = s.sm.applied.get()
 	s.raft = r
+	// Before anything can make it leader.
+	s.goRun(s.metrics.watchLeaders(r))
 	s.phase.Store(int32(phaseRaft))
 	s.raftStarted.Store(true)
 	if err := s.serveNodeInfoSubjects(); err != nil {

@@ -237,7 +237,6 @@ func (s *Service) start() error {
 	if err := s.startRaft(); err != nil {
 		return err
 	}
-	s.goRun(func(ctx context.Context) { s.metrics.watchLeaders(s.raft, ctx.Done()) })
 	s.goRun(s.runBusWatch)
 	s.goRun(s.runLeadership)
 	s.goRun(s.runSnapshotTrigger)
