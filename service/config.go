@@ -79,6 +79,11 @@ type Config struct {
 	ApplyTimeout time.Duration
 	// MaxInflight bounds the requests handled at once.
 	MaxInflight int
+	// ListingShare is the fraction of its time a listing of many keys
+	// may run while writes are in flight: it pauses for the rest, so that
+	// a reader paging through a large prefix does not crowd out the
+	// writes (listingpace.go). 1 never pauses.
+	ListingShare float64
 
 	// SnapshotThreshold is how many new log entries trigger a snapshot
 	// (Raft's rule, checked every SnapshotInterval), and how many commands
@@ -167,6 +172,7 @@ func DefaultConfig() Config {
 		ExpireBatch:            50,
 		ApplyTimeout:           5 * time.Second,
 		MaxInflight:            4096,
+		ListingShare:           0.5,
 		SnapshotThreshold:      8192,
 		SnapshotInterval:       30 * time.Second,
 		TrailingLogs:           10240,
@@ -249,6 +255,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: change log limits must be positive", ErrConfig)
 	case c.IdempotencyEntries < 1 || c.IdempotencyRevisions < 1:
 		return fmt.Errorf("%w: idempotency limits must be positive", ErrConfig)
+	case !(c.ListingShare >= 0.1 && c.ListingShare <= 1):
+		return fmt.Errorf("%w: listing share %g out of range 0.1..1", ErrConfig, c.ListingShare)
 	case c.MaxInflight < 1:
 		return fmt.Errorf("%w: max inflight %d must be at least 1", ErrConfig, c.MaxInflight)
 	case c.BootstrapWait < 0:

@@ -2,7 +2,7 @@ package service
 
 import (
 	"context"
-	"runtime"
+
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -146,14 +146,15 @@ func (s *Service) handleGet(ctx context.Context, m *nats.Msg) (any, *schema.Erro
 	} else {
 		buf := kvsPool.Get().(*[]schema.KeyValue)
 		req.q.Into = *buf
-		req.q.Yield = runtime.Gosched
+		pace := newListingPacer(s.cfg.ListingShare, s.writes.any, s.metrics.listingPause)
+		req.q.Yield = pace.yield
 		v := s.sm.view()
 		reply, err = v.GetAt(req.q, req.revision, max(now, v.Now()))
 		if err != nil {
 			kvsPool.Put(buf)
 			return nil, errorFor(err)
 		}
-		return &pooledGetReply{KVGetReply: reply, buf: buf}, nil
+		return &pooledGetReply{KVGetReply: reply, buf: buf, pace: pace}, nil
 	}
 	if err != nil {
 		return nil, errorFor(err)
@@ -174,14 +175,17 @@ const maxPooledKVs = 16_384
 // kvsPool once the reply is sent (releaser).
 type pooledGetReply struct {
 	*schema.KVGetReply
-	buf *[]schema.KeyValue
+	buf  *[]schema.KeyValue
+	pace *listingPacer
 }
 
 // AppendJSON writes the reply, yielding the processor every few hundred
-// records: a page of thousands takes milliseconds to write, and the
-// goroutines the writes wait on should not wait a whole time slice.
+// records (and pausing while writes are in flight): a page of thousands
+// takes milliseconds to write, and the goroutines the writes wait on
+// should not wait a whole time slice.
 func (r *pooledGetReply) AppendJSON(b []byte) []byte {
-	return r.KVGetReply.AppendJSONYielding(b, runtime.Gosched)
+	r.pace.restart()
+	return r.KVGetReply.AppendJSONYielding(b, r.pace.yield)
 }
 
 // release drops the records' references, so a pooled slice keeps no

@@ -50,8 +50,11 @@ type metrics struct {
 	clusterConflict prometheus.Gauge
 	refusedReplies  *prometheus.CounterVec
 
-	leaderChanges    prometheus.Counter
-	applyDuration    prometheus.Histogram
+	leaderChanges prometheus.Counter
+	applyDuration prometheus.Histogram
+	// listingPaused counts the time listings gave way to writes
+	// (listingpace.go).
+	listingPaused    prometheus.Counter
 	snapshotDuration prometheus.Histogram
 	snapshotBytes    prometheus.Gauge
 
@@ -92,6 +95,7 @@ func newMetrics(s *Service) *metrics {
 	}
 
 	m.leaderChanges = f.counter("concord_raft_leader_changes_total", "Times this node saw a new Raft leader.")
+	m.listingPaused = f.counter("concord_listing_paused_seconds_total", "Time listings of many keys paused to give way to writes in flight (--listing-share).")
 	m.applyDuration = f.histogram("concord_raft_apply_duration_seconds", "Time from proposing a request's command to its result from the state machine.", prometheus.DefBuckets)
 	m.snapshotDuration = f.histogram("concord_snapshot_persist_duration_seconds", "Time to write a Raft snapshot of the state.", prometheus.DefBuckets)
 	m.snapshotBytes = f.gauge("concord_snapshot_bytes", "Size of the last snapshot this node wrote.")

@@ -244,7 +244,9 @@ func (s *Service) propose(body any, idempotencyKey string) (*fsm.Result, *schema
 		return nil, schema.Errorf(schema.ErrInternal, "%v", err)
 	}
 	start := time.Now()
+	s.writes.begin()
 	res, e := s.proposer.propose(data)
+	s.writes.end()
 	if e != nil {
 		return nil, e
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/concord-io/concord/schema"
 )
@@ -33,16 +34,25 @@ func TestPooledGetReplyRelease(t *testing.T) {
 	var _ jsonAppender = r // the embedded reply encodes itself
 }
 
-// A pooled listing reply, which yields while it writes itself, writes the
-// bytes of the reply it holds.
+// A pooled listing reply, which yields (and, with writes in flight,
+// pauses) while it writes itself, writes the bytes of the reply it holds.
 func TestPooledGetReplyWritesItsReply(t *testing.T) {
 	reply := &schema.KVGetReply{Revision: 5, Count: 600, More: true}
 	for i := range 600 {
 		reply.KVs = append(reply.KVs, schema.KeyValue{Key: strconv.Itoa(i), Value: json.RawMessage(`{"n":1}`), Version: 1})
 	}
-	p := &pooledGetReply{KVGetReply: reply, buf: new([]schema.KeyValue)}
+	writing := true
+	pace, run, slept, _ := fakePacer(0.5, &writing)
+	// Each reading of the clock finds a millisecond more gone.
+	now := pace.now
+	pace.now = func() time.Time { run(time.Millisecond); return now() }
+	p := &pooledGetReply{KVGetReply: reply, buf: new([]schema.KeyValue), pace: pace}
 	var a jsonAppender = p
 	if got, want := a.AppendJSON(nil), reply.AppendJSON(nil); !bytes.Equal(got, want) {
 		t.Fatalf("pooled reply wrote\n%s\nnot\n%s", got, want)
+	}
+	// 600 records: yields after the 256th and the 512th.
+	if len(*slept) != 2 {
+		t.Fatalf("the reply paused %d times, want 2: %v", len(*slept), *slept)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -221,6 +222,10 @@ func TestConfigRejectsNonsense(t *testing.T) {
 		"batch":  func(c *Config) { c.ExpireBatch = -1 },
 		"prefix": func(c *Config) { c.SubjectPrefix = "a.>" },
 		"ttl":    func(c *Config) { c.MinTTL = -1 },
+		// A share of 0 is the default; below 0.1 a listing would crawl.
+		"listing share small": func(c *Config) { c.ListingShare = 0.05 },
+		"listing share big":   func(c *Config) { c.ListingShare = 1.5 },
+		"listing share NaN":   func(c *Config) { c.ListingShare = math.NaN() },
 	} {
 		cfg := DefaultConfig()
 		mod(&cfg)

@@ -1,0 +1,92 @@
+package service
+
+import (
+	"testing"
+	"time"
+)
+
+// fakePacer returns a pacer on a fake clock that advances only by its
+// sleeps and by run, and the sleeps it made.
+func fakePacer(share float64, writing *bool) (p *listingPacer, run func(time.Duration), slept *[]time.Duration, counted *time.Duration) {
+	t := time.Unix(1000, 0)
+	slept, counted = new([]time.Duration), new(time.Duration)
+	p = newListingPacer(share, func() bool { return *writing }, func(d time.Duration) { *counted += d })
+	p.now = func() time.Time { return t }
+	p.sleep = func(d time.Duration) { *slept = append(*slept, d); t = t.Add(d) }
+	p.restart()
+	return p, func(d time.Duration) { t = t.Add(d) }, slept, counted
+}
+
+func TestListingPacerPausesOnlyWhileWritesAreInFlight(t *testing.T) {
+	writing := false
+	p, run, slept, counted := fakePacer(0.5, &writing)
+
+	run(3 * time.Millisecond)
+	p.yield()
+	if len(*slept) != 0 {
+		t.Fatalf("with no write in flight the listing paused %v", *slept)
+	}
+
+	writing = true
+	run(4 * time.Millisecond)
+	p.yield()
+	// Share 0.5: as long a pause as it ran since the last yield, the
+	// earlier run (before a yield with no writes) not counted again.
+	if len(*slept) != 1 || (*slept)[0] != 4*time.Millisecond {
+		t.Fatalf("after 4ms with writes in flight at share 0.5: paused %v, want [4ms]", *slept)
+	}
+	// The pause itself is not time run.
+	p.yield()
+	if len(*slept) != 1 {
+		t.Fatalf("a yield right after a pause paused again: %v", *slept)
+	}
+	if *counted != 4*time.Millisecond {
+		t.Fatalf("metric counted %v of pauses, want 4ms", *counted)
+	}
+}
+
+func TestListingPacerShare(t *testing.T) {
+	for _, c := range []struct {
+		share float64
+		ran   time.Duration
+		want  time.Duration // 0: no pause
+	}{
+		{0.5, 2 * time.Millisecond, 2 * time.Millisecond},
+		{0.25, 2 * time.Millisecond, 6 * time.Millisecond},
+		{0.1, time.Millisecond, 9 * time.Millisecond},
+		{1, 5 * time.Millisecond, 0},
+		// One pause is bounded, however long the gap before it.
+		{0.5, time.Second, maxListingPause},
+	} {
+		writing := true
+		p, run, slept, _ := fakePacer(c.share, &writing)
+		run(c.ran)
+		p.yield()
+		var got time.Duration
+		if len(*slept) > 0 {
+			got = (*slept)[0]
+		}
+		// Float arithmetic may land a nanosecond off.
+		if d := got - c.want; d < -time.Nanosecond || d > time.Nanosecond {
+			t.Errorf("share %g after %v: paused %v, want %v", c.share, c.ran, got, c.want)
+		}
+	}
+}
+
+// The pacer counts proposals: begin and end bracket each one.
+func TestWritesInFlight(t *testing.T) {
+	var w writesInFlight
+	if w.any() {
+		t.Fatal("writes in flight before any began")
+	}
+	w.begin()
+	w.begin()
+	w.end()
+	if !w.any() {
+		t.Fatal("no write in flight while one has begun and not ended")
+	}
+	w.end()
+	if w.any() {
+		t.Fatal("writes in flight after every one ended")
+	}
+}
