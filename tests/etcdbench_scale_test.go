@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,29 +13,31 @@ import (
 // ebScaleResult is the part of `etcdbench scale --json-file` these tests
 // read: one system's figures.
 type ebScaleResult struct {
-	System           string   `json:"system"`
-	LoadPutsPerS     *float64 `json:"load_puts_per_s"`
-	RSSAfterLoad     *int64   `json:"rss_bytes_after_load"`
-	RSSPeakLoad      *int64   `json:"rss_peak_bytes_during_load"`
-	DiskAfterLoad    *int64   `json:"data_dir_bytes_after_load"`
-	RestartS         *float64 `json:"restart_s"`
-	SnapshotS        *float64 `json:"snapshot_write_s"`
-	SnapshotReqS     *float64 `json:"snapshot_request_s"`
-	SnapshotBytes    *int64   `json:"snapshot_bytes"`
-	Count            *int64   `json:"count"`
-	CountMS          *float64 `json:"count_ms_median"`
-	ReadPasses       *int     `json:"read_passes"`
-	RewritePutsPerS  *float64 `json:"rewrite_puts_per_s"`
-	RSSAfterRewrite  *int64   `json:"rss_bytes_after_rewrites"`
-	RSSPeakRewrite   *int64   `json:"rss_peak_bytes_restart_and_rewrites"`
-	DiskAfterRewrite *int64   `json:"data_dir_bytes_after_rewrites"`
-	RestartRewriteS  *float64 `json:"restart_s_after_rewrites"`
-	SnapshotRewriteS *float64 `json:"snapshot_write_s_after_rewrites"`
-	SnapshotRwReqS   *float64 `json:"snapshot_request_s_after_rewrites"`
-	SnapshotRwBytes  *int64   `json:"snapshot_bytes_after_rewrites"`
-	ExpiryLagS       *float64 `json:"expiry_lag_s"`
-	KeepaliveCPUPct  *float64 `json:"keepalive_server_cpu_pct_of_core"`
-	KeepaliveRate    *float64 `json:"keepalive_renewals_per_s"`
+	System           string    `json:"system"`
+	LoadPutsPerS     *float64  `json:"load_puts_per_s"`
+	RSSAfterLoad     *int64    `json:"rss_bytes_after_load"`
+	RSSPeakLoad      *int64    `json:"rss_peak_bytes_during_load"`
+	DiskAfterLoad    *int64    `json:"data_dir_bytes_after_load"`
+	RestartS         *float64  `json:"restart_s"`
+	SnapshotS        *float64  `json:"snapshot_write_s"`
+	SnapshotReqS     *float64  `json:"snapshot_request_s"`
+	SnapshotBytes    *int64    `json:"snapshot_bytes"`
+	Count            *int64    `json:"count"`
+	CountMS          *float64  `json:"count_ms_median"`
+	ReadPasses       *int      `json:"read_passes"`
+	PutP99Growth     *float64  `json:"put_p99_with_reads_over_without"`
+	PutP99Growths    []float64 `json:"put_p99_with_reads_over_without_rounds"`
+	RewritePutsPerS  *float64  `json:"rewrite_puts_per_s"`
+	RSSAfterRewrite  *int64    `json:"rss_bytes_after_rewrites"`
+	RSSPeakRewrite   *int64    `json:"rss_peak_bytes_restart_and_rewrites"`
+	DiskAfterRewrite *int64    `json:"data_dir_bytes_after_rewrites"`
+	RestartRewriteS  *float64  `json:"restart_s_after_rewrites"`
+	SnapshotRewriteS *float64  `json:"snapshot_write_s_after_rewrites"`
+	SnapshotRwReqS   *float64  `json:"snapshot_request_s_after_rewrites"`
+	SnapshotRwBytes  *int64    `json:"snapshot_bytes_after_rewrites"`
+	ExpiryLagS       *float64  `json:"expiry_lag_s"`
+	KeepaliveCPUPct  *float64  `json:"keepalive_server_cpu_pct_of_core"`
+	KeepaliveRate    *float64  `json:"keepalive_renewals_per_s"`
 }
 
 // `etcdbench scale` (make bench-scale) at a tiny size, Concord only: every
@@ -114,6 +117,11 @@ func TestEtcdbenchScaleSmokeConcordOnly(t *testing.T) {
 		if m[0] == nil || m[1] == nil || *m[0] < *m[1] {
 			t.Errorf("peak resident memory %v below the resident memory %v measured with it", m[0], m[1])
 		}
+	}
+	// Three rounds of the reads phase by default; the one shown is the
+	// median of their ratios.
+	if g := c.PutP99Growths; len(g) != 3 || c.PutP99Growth == nil || *c.PutP99Growth != slices.Sorted(slices.Values(g))[1] {
+		t.Errorf("put p99 ratio %v, rounds %v: want 3 rounds and their median", c.PutP99Growth, g)
 	}
 	if c.Count == nil || *c.Count != 600 {
 		t.Errorf("count: %v, want 600", c.Count)

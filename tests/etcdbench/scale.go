@@ -39,6 +39,7 @@ type scaleConfig struct {
 	readKeys    int // keys under the prefix the readers read
 	pageLimit   int // limit of each page request
 	readers     int // readers running full passes back to back
+	readRounds  int // rounds of puts alone then beside the readers
 	putClients  int // closed-loop put clients, one request in flight each
 	putDuration time.Duration
 	warmup      time.Duration
@@ -75,7 +76,8 @@ against each, from this program:
   count     count_only over all keys (median of --count-tries)
   reads     put p50/p99 of --put-clients closed-loop clients, alone, then
             while --readers read the --read-keys keys of one prefix in
-            pages of --page-limit, back to back
+            pages of --page-limit, back to back; --read-rounds times, and
+            the round whose p99 with reads ÷ without is the median shown
   rewrites  (--rewrites N, N >= 2) every key written N times in all; then
             memory, data directory, restart and snapshot again, and the
             restart and snapshot times after the rewrites ÷ after the load
@@ -109,6 +111,7 @@ func parseScaleFlags(args []string) (*scaleConfig, error) {
 	fs.IntVar(&cfg.readKeys, "read-keys", 100_000, "keys under the prefix the readers read (fewer if --keys is smaller)")
 	fs.IntVar(&cfg.pageLimit, "page-limit", 10_000, "limit of each page request of a read (Concord also cuts a page at its reply size bound)")
 	fs.IntVar(&cfg.readers, "readers", 1, "readers reading the prefix back to back beside the puts")
+	fs.IntVar(&cfg.readRounds, "read-rounds", 3, "rounds of the reads phase, each puts alone then beside the readers; the round whose p99 ratio is the median is shown")
 	fs.IntVar(&cfg.putClients, "put-clients", 32, "closed-loop put clients, each on its own connection with one request in flight")
 	fs.DurationVar(&cfg.putDuration, "put-duration", 10*time.Second, "measurement window of the puts, with and without readers")
 	fs.DurationVar(&cfg.warmup, "warmup", time.Second, "load before each put window that is not counted")
@@ -147,6 +150,8 @@ func parseScaleFlags(args []string) (*scaleConfig, error) {
 		return nil, fmt.Errorf("--page-limit: %d, want 1 to %d (Concord's largest limit)", cfg.pageLimit, maxPageLimit)
 	case cfg.readers < 1:
 		return nil, fmt.Errorf("--readers: %d, want at least 1", cfg.readers)
+	case cfg.readRounds < 1:
+		return nil, fmt.Errorf("--read-rounds: %d, want at least 1", cfg.readRounds)
 	case cfg.putClients < 1:
 		return nil, fmt.Errorf("--put-clients: %d, want at least 1", cfg.putClients)
 	case cfg.putDuration <= 0:
@@ -246,6 +251,8 @@ type scaleResult struct {
 	ReadPassMS   *float64 `json:"read_pass_ms_median"`
 	ReadPages    *int     `json:"read_pages_per_pass"`
 	PutP99Growth *float64 `json:"put_p99_with_reads_over_without"`
+	// PutP99Growths is every round's ratio, in the order run.
+	PutP99Growths []float64 `json:"put_p99_with_reads_over_without_rounds,omitempty"`
 
 	RewritePutsPerS  *float64 `json:"rewrite_puts_per_s,omitempty"`
 	RSSAfterRewrite  *int64   `json:"rss_bytes_after_rewrites,omitempty"`

@@ -179,8 +179,10 @@ func (rep *scaleReport) print(w io.Writer) {
 		fmt.Sprintf("machine: %d × %s, %d GiB, Linux %s; load average %s when the run began", m.Cores, m.CPU, m.MemGiB, m.Kernel, m.LoadAvg1),
 		fmt.Sprintf("concord %s; etcd %s", cv, ev),
 		fmt.Sprintf("one fresh single server of each, in turn, default settings; load and grants from %d connections × %d requests in flight; "+
-			"puts from %d closed-loop clients, %s warm-up then %s measured, alone and beside %d reader(s) of %s keys in pages of up to %s",
-			cfg.clients, cfg.inflight, cfg.putClients, cfg.warmup, cfg.putDuration, cfg.readers, thousands(float64(cfg.readPrefixKeys())), thousands(float64(cfg.pageLimit))),
+			"puts from %d closed-loop clients, %s warm-up then %s measured, alone and beside %d reader(s) of %s keys in pages of up to %s, "+
+			"in %d round(s), the round whose p99 ratio is the median shown",
+			cfg.clients, cfg.inflight, cfg.putClients, cfg.warmup, cfg.putDuration, cfg.readers, thousands(float64(cfg.readPrefixKeys())), thousands(float64(cfg.pageLimit)),
+			cfg.readRounds),
 	}
 	rows := rep.rows()
 	if cfg.markdown {

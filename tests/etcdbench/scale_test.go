@@ -148,7 +148,8 @@ func TestParseScaleFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.keys != 1_000_000 || cfg.valueBytes != 100 || cfg.rewrites != 0 || cfg.readKeys != 100_000 ||
-		cfg.pageLimit != maxPageLimit || cfg.leases != 100_000 || cfg.keepaliveTTL != 60 || cfg.renewEvery() != 20*time.Second {
+		cfg.pageLimit != maxPageLimit || cfg.leases != 100_000 || cfg.keepaliveTTL != 60 || cfg.renewEvery() != 20*time.Second ||
+		cfg.readRounds != 3 {
 		t.Errorf("defaults: %+v", cfg)
 	}
 	cfg, err = parseScaleFlags([]string{"--keys", "20000", "--leases", "5000", "--rewrites", "5", "--only-concord"})
@@ -173,6 +174,7 @@ func TestParseScaleFlags(t *testing.T) {
 		{[]string{"--page-limit", "10001"}, "--page-limit: 10001"},
 		{[]string{"--page-limit", "0"}, "--page-limit: 0"},
 		{[]string{"--readers", "0"}, "--readers: 0"},
+		{[]string{"--read-rounds", "0"}, "--read-rounds: 0"},
 		{[]string{"--put-clients", "0"}, "--put-clients: 0"},
 		{[]string{"--put-duration", "0s"}, "--put-duration: 0s"},
 		{[]string{"--warmup", "-1s"}, "--warmup: -1s"},
