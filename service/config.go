@@ -172,7 +172,7 @@ func DefaultConfig() Config {
 		ExpireBatch:            50,
 		ApplyTimeout:           5 * time.Second,
 		MaxInflight:            4096,
-		ListingShare:           0.5,
+		ListingShare:           0.3,
 		SnapshotThreshold:      8192,
 		SnapshotInterval:       30 * time.Second,
 		TrailingLogs:           10240,

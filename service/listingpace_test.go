@@ -73,6 +73,55 @@ func TestListingPacerShare(t *testing.T) {
 	}
 }
 
+// The work between yields is short; the pauses it owes add up until they
+// reach minListingPause, and a pause longer than asked for counts toward
+// the next.
+func TestListingPacerPausesInChunks(t *testing.T) {
+	writing := true
+	p, run, slept, counted := fakePacer(0.5, &writing)
+	for range 3 {
+		run(400 * time.Microsecond)
+		p.yield()
+	}
+	if len(*slept) != 1 || (*slept)[0] != 1200*time.Microsecond {
+		t.Fatalf("after 3 chunks of 400µs at share 0.5: paused %v, want one pause of 1.2ms", *slept)
+	}
+
+	// A sleep that lasts three times what it was asked for.
+	sleep := p.sleep
+	p.sleep = func(d time.Duration) { sleep(3 * d) }
+	run(2 * time.Millisecond)
+	p.yield() // asks 2ms, sleeps 6ms: 4ms ahead
+	run(3 * time.Millisecond)
+	p.yield() // owes -1ms: no pause
+	if len(*slept) != 2 || (*slept)[1] != 6*time.Millisecond {
+		t.Fatalf("pauses %v, want a second of 6ms and no third", *slept)
+	}
+	run(3 * time.Millisecond)
+	p.yield() // owes 2ms
+	if len(*slept) != 3 || (*slept)[2] != 6*time.Millisecond {
+		t.Fatalf("pauses %v, want a third, asked for 2ms", *slept)
+	}
+	if want := 1200*time.Microsecond + 12*time.Millisecond; *counted != want {
+		t.Fatalf("metric counted %v, want %v: the pauses as they lasted", *counted, want)
+	}
+
+	// Time run with no write in flight owes nothing, and what was owed
+	// before stays owed.
+	p.sleep = sleep
+	run(4500 * time.Microsecond)
+	p.yield() // owes 0.5ms: no pause
+	writing = false
+	run(5 * time.Millisecond)
+	p.yield()
+	writing = true
+	run(600 * time.Microsecond)
+	p.yield()
+	if len(*slept) != 4 || (*slept)[3] != 1100*time.Microsecond {
+		t.Fatalf("pauses %v, want a fourth of 1.1ms: the 0.5ms owed before the 5ms without writes, and 0.6ms after", *slept)
+	}
+}
+
 // The pacer counts proposals: begin and end bracket each one.
 func TestWritesInFlight(t *testing.T) {
 	var w writesInFlight
