@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -146,7 +145,7 @@ func (s *Service) handleGet(ctx context.Context, m *nats.Msg) (any, *schema.Erro
 	} else {
 		buf := kvsPool.Get().(*[]schema.KeyValue)
 		req.q.Into = *buf
-		pace := newListingPacer(s.cfg.ListingShare, s.writes.any, s.metrics.listingPause)
+		pace := newListingPacer(s.cfg.ListingShare, s.proposer.writing, s.metrics.listingPause)
 		req.q.Yield = pace.yield
 		v := s.sm.view()
 		reply, err = v.GetAt(req.q, req.revision, max(now, v.Now()))

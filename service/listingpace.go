@@ -2,7 +2,6 @@ package service
 
 import (
 	"runtime"
-	"sync/atomic"
 	"time"
 )
 
@@ -30,14 +29,6 @@ const (
 	minListingPause = time.Millisecond
 	maxListingPause = 20 * time.Millisecond
 )
-
-// writesInFlight counts the proposals between their start and their
-// result: what a listing gives way to.
-type writesInFlight struct{ n atomic.Int64 }
-
-func (w *writesInFlight) begin()    { w.n.Add(1) }
-func (w *writesInFlight) end()      { w.n.Add(-1) }
-func (w *writesInFlight) any() bool { return w.n.Load() > 0 }
 
 // listingPacer paces one listing request.
 type listingPacer struct {

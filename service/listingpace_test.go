@@ -121,21 +121,3 @@ func TestListingPacerPausesInChunks(t *testing.T) {
 		t.Fatalf("pauses %v, want a fourth of 1.1ms: the 0.5ms owed before the 5ms without writes, and 0.6ms after", *slept)
 	}
 }
-
-// The pacer counts proposals: begin and end bracket each one.
-func TestWritesInFlight(t *testing.T) {
-	var w writesInFlight
-	if w.any() {
-		t.Fatal("writes in flight before any began")
-	}
-	w.begin()
-	w.begin()
-	w.end()
-	if !w.any() {
-		t.Fatal("no write in flight while one has begun and not ended")
-	}
-	w.end()
-	if w.any() {
-		t.Fatal("writes in flight after every one ended")
-	}
-}

@@ -57,6 +57,9 @@ type proposer struct {
 	// batching is on while every member of the cluster reads batch
 	// entries (formatGate).
 	batching atomic.Bool
+	// proposing counts the calls of propose not yet returned: the writes
+	// in flight, which listings give way to (listingpace.go).
+	proposing atomic.Int64
 
 	mu sync.Mutex
 	// queue holds the proposals no entry has taken yet, oldest first.
@@ -91,6 +94,8 @@ func newProposer(apply func([]byte) raft.ApplyFuture, batching bool) *proposer {
 // alone or with the commands of concurrent requests, and returns its
 // result. A Raft error is the wire error of every command in the entry.
 func (p *proposer) propose(data []byte) (*fsm.Result, *schema.Error) {
+	p.proposing.Add(1)
+	defer p.proposing.Add(-1)
 	me := &proposal{data: data}
 	if !p.batching.Load() {
 		// Commands still queued from before batching went off drain one
@@ -123,6 +128,9 @@ func (p *proposer) propose(data []byte) (*fsm.Result, *schema.Error) {
 		batch = nil
 	}
 }
+
+// writing reports whether any proposal is in flight.
+func (p *proposer) writing() bool { return p.proposing.Load() > 0 }
 
 // takeLocked removes the next batch from the queue: everything queued, up
 // to the count and byte bounds, and at least one proposal; just one while
@@ -244,9 +252,7 @@ func (s *Service) propose(body any, idempotencyKey string) (*fsm.Result, *schema
 		return nil, schema.Errorf(schema.ErrInternal, "%v", err)
 	}
 	start := time.Now()
-	s.writes.begin()
 	res, e := s.proposer.propose(data)
-	s.writes.end()
 	if e != nil {
 		return nil, e
 	}

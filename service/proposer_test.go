@@ -211,6 +211,35 @@ func TestProposerIdleAloneBusyBatched(t *testing.T) {
 	}
 }
 
+// writing (what listings give way to) holds from a proposal's start to its
+// result, whether its entry is in flight or it waits in the queue.
+func TestProposerWritingWhileAProposalIsOpen(t *testing.T) {
+	g := newGatedLog()
+	p := newProposer(g.apply, true)
+	p.maxInflight = 1
+	if p.writing() {
+		t.Fatal("writing before any proposal")
+	}
+	a := proposeAsync(p, putCmd(t, 1, "a", ""))
+	waitUntil(t, "the first entry is in flight", func() bool { return g.inflight() == 1 })
+	b := proposeAsync(p, putCmd(t, 1, "b", ""))
+	waitUntil(t, "the second queues", func() bool { return p.queued() == 1 })
+	if !p.writing() {
+		t.Fatal("not writing with one entry in flight and one command queued")
+	}
+	g.release(1)
+	putRevision(t, <-a)
+	waitUntil(t, "the queued command's entry is in flight", func() bool { return g.inflight() == 1 })
+	if !p.writing() {
+		t.Fatal("not writing while the queued command's entry is in flight")
+	}
+	g.release(1)
+	putRevision(t, <-b)
+	if p.writing() {
+		t.Fatal("writing after every proposal returned")
+	}
+}
+
 // With K entries in flight, the next command waits; below K it goes at
 // once.
 func TestProposerKeepsKInFlight(t *testing.T) {

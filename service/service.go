@@ -24,8 +24,6 @@ type Service struct {
 	cfg   Config
 	log   *slog.Logger
 	names subjects.Names
-	// writes counts the proposals in flight, which listings give way to.
-	writes writesInFlight
 
 	ns *server.Server // nil when connected to an external NATS
 	// nsOpts are the embedded server's options: its routes, leaf nodes and

@@ -14,32 +14,6 @@ import (
 	"github.com/concord-io/concord/schema"
 )
 
-// putAll puts n keys prefix.00000 ... with their index as value, from a
-// few concurrent requesters.
-func putAll(t *testing.T, nc *nats.Conn, prefix string, n int) {
-	t.Helper()
-	const workers = 8
-	errs := make(chan error, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < n; i += workers {
-				if err := putOnce(nc, fmt.Sprintf("%s%05d", prefix, i), i); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-}
-
 // putOnce puts key through nc, an error for anything but a success reply.
 func putOnce(nc *nats.Conn, key string, value int) error {
 	body, _ := json.Marshal(schema.KVPutRequest{Key: key, Value: json.RawMessage(fmt.Sprint(value))})
@@ -94,7 +68,7 @@ func TestListingsGiveWayToWrites(t *testing.T) {
 			addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 			n := startNode(t, nodeOpts{flags: append([]string{"--metrics-listen", addr}, c.flags...)})
 			cl := connect(t, n.natsURL)
-			putAll(t, cl.nc, "lp.", keys)
+			putMany(t, n, "lp.", keys, 0)
 			before := scrapeMetrics(t, addr).value("concord_listing_paused_seconds_total")
 
 			ctx, stop := context.WithCancel(context.Background())
