@@ -3,6 +3,7 @@ package service
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -43,13 +44,24 @@ func (f *testFaults) blocks(addr string) bool {
 	return slices.Contains(f.blocked, addr)
 }
 
-// track records c until it closes, so that setBlocked can cut it.
-func (f *testFaults) track(c net.Conn, peer string) net.Conn {
+// track records c until it closes, so that setBlocked can cut it. A dial
+// checks blocks before it connects, and the switch may change while it
+// connects: a connection to peer that is blocked by the time it is
+// recorded is closed and refused here, under the lock setBlocked takes,
+// so that no link outlives the cut. (One that survived kept a partitioned
+// leader in touch with a follower, which then refused the majority's
+// votes.) Accepted connections (peer "") are cut on the dialling side.
+func (f *testFaults) track(c net.Conn, peer string) (net.Conn, error) {
 	tc := &trackedConn{Conn: c, faults: f}
 	f.mu.Lock()
+	if peer != "" && slices.Contains(f.blocked, peer) {
+		f.mu.Unlock()
+		c.Close()
+		return nil, fmt.Errorf("dial %s: %w", peer, errBlocked)
+	}
 	f.conns[tc] = peer
 	f.mu.Unlock()
-	return tc
+	return tc, nil
 }
 
 // setBlocked replaces the blocked set and cuts every connection, so that

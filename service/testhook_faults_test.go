@@ -94,3 +94,39 @@ func newPlainLayer(t *testing.T) *streamLayer {
 	t.Cleanup(func() { l.Close() })
 	return l
 }
+
+// A dial passes the blocked check before it connects; if the switch cuts
+// the link while it connects, the new connection must not survive the cut.
+// (One that did kept a partitioned leader in touch with a follower.)
+func TestFaultSwitchRefusesAConnectionThatRacedTheCut(t *testing.T) {
+	b := newPlainLayer(t)
+	peer := b.Addr().String()
+	f := newTestFaults()
+	raw, err := net.Dial("tcp", peer) // connected before the switch changed
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.setBlocked([]string{peer})
+	if c, err := f.track(raw, peer); !errors.Is(err, errBlocked) {
+		t.Fatalf("recorded a connection to a blocked peer: %v, %v", c, err)
+	}
+	if _, err := raw.Write([]byte("x")); err == nil {
+		t.Fatal("the refused connection is still open")
+	}
+	if n := len(f.conns); n != 0 {
+		t.Fatalf("%d connections recorded", n)
+	}
+	// A peer not blocked is recorded, and cut by the next change.
+	other, err := net.Dial("tcp", peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := f.track(other, "127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.setBlocked(nil)
+	if _, err := c.Write([]byte("x")); err == nil {
+		t.Fatal("a connection survived a change of the switch")
+	}
+}

@@ -61,7 +61,8 @@ func (s *streamLayer) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	if f := s.testFaults; f != nil {
-		return f.track(c, ""), nil
+		tc, _ := f.track(c, "") // never refused: accepted links are cut by the dialler
+		return tc, nil
 	}
 	return c, nil
 }
@@ -79,7 +80,7 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 		return nil, err
 	}
 	if f != nil {
-		return f.track(c, string(address)), nil
+		return f.track(c, string(address))
 	}
 	return c, nil
 }
