@@ -1,8 +1,6 @@
 package fsm
 
 import (
-	"math"
-
 	"github.com/google/btree"
 
 	"github.com/concord-io/concord/schema"
@@ -119,32 +117,27 @@ type history struct {
 	byRev *btree.BTreeG[*version]
 	// byKey holds the versions that are no longer live (those above the
 	// floor, and the bases), by (key, revision, op_index): the live tree
-	// and byRev hold the rest.
-	byKey *btree.BTreeG[*version]
+	// and byRev hold the rest. keyindex.go.
+	byKey keyIndex
 	// floor is the compaction floor: the changes at or below it are gone,
 	// and the keyspace can be read at any revision from it on.
 	floor int64
 }
 
 func newHistory() history {
-	return history{byRev: btree.NewG(btreeDegree, lessByRev), byKey: btree.NewG(btreeDegree, lessByKey)}
+	return history{byRev: btree.NewG(btreeDegree, lessByRev), byKey: newKeyIndex()}
 }
 
-func (h history) clone() history {
-	return history{byRev: h.byRev.Clone(), byKey: h.byKey.Clone(), floor: h.floor}
+// clone returns a copy-on-write copy of h. It changes h too: h's key index
+// takes a new owner mark.
+func (h *history) clone() history {
+	return history{byRev: h.byRev.Clone(), byKey: h.byKey.clone(), floor: h.floor}
 }
 
 // latest returns the newest version of key at or below rev that the key
 // index holds, or nil: never the key's live version (see recordAt).
-func (h history) latest(key string, rev int64) *version {
-	var found *version
-	h.byKey.DescendLessOrEqual(keyPivot(key, rev, math.MaxInt32), func(v *version) bool {
-		if v.key() == key {
-			found = v
-		}
-		return false
-	})
-	return found
+func (h *history) latest(key string, rev int64) *version {
+	return h.byKey.latest(key, rev)
 }
 
 // recordChanges adds a command's events to the history, then compacts what
@@ -162,20 +155,32 @@ func (s *State) recordChanges(events []schema.Event, now int64) {
 		}
 		// The event's version, lent to changeOf as its pivot first.
 		v := s.newVersion()
+		var run *keyRun // the key's run, when this change moved a version in
 		if prev != nil && prev.modRevision < e.Revision {
 			// prev was live until this command: the key index takes over
 			// its version. An earlier change of this command (at this
 			// revision) went there already.
-			if prev.modRevision <= h.floor {
+			run = h.byKey.own(prev.key, true)
+			var pv *version
+			switch {
+			case prev.modRevision <= h.floor:
 				// The first change of the key since the floor passed it:
 				// its record until now is the version it had at the floor.
 				// The history holds a version of a key exactly when the key
 				// changed above the floor, so its record says whether this
 				// is the first without a lookup.
-				h.byKey.ReplaceOrInsert(&version{rev: prev.modRevision, cause: causePut, rec: prev, k: prev.key})
-			} else if pv := h.changeOf(prev, v); pv != nil {
-				h.byKey.ReplaceOrInsert(pv)
+				pv = &version{rev: prev.modRevision, cause: causePut, rec: prev, k: prev.key}
+			case run.live != nil && run.live.rec == prev && !run.live.isDelete():
+				pv = run.live // the change log's version of prev, remembered
+			default:
+				pv = h.changeOf(prev, v)
 			}
+			if pv != nil {
+				h.byKey.add(run, pv)
+			} else if len(run.vs) == 0 {
+				h.byKey.runs.Delete(run)
+			}
+			run.live = nil
 		}
 		*v = version{rev: e.Revision, op: int32(e.OpIndex), cause: causeOf(e.Cause), now: now}
 		live := false
@@ -197,8 +202,12 @@ func (s *State) recordChanges(events []schema.Event, now int64) {
 		}
 		v.k = v.rec.key
 		h.byRev.ReplaceOrInsert(v)
-		if !live {
-			h.byKey.ReplaceOrInsert(v)
+		switch {
+		case !live:
+			h.byKey.insert(v)
+		case run != nil && len(run.vs) > 0:
+			// The next put of the key finds the version it replaces here.
+			run.live = v
 		}
 	}
 	s.retain(now)
@@ -309,30 +318,9 @@ func (s *State) compactTo(rev int64) {
 			break
 		}
 		h.byRev.DeleteMin()
-		if prev := h.previous(v); prev != nil {
-			h.byKey.Delete(prev)
-		}
-		if v.isDelete() {
-			h.byKey.Delete(v)
-		}
+		h.byKey.compacted(v)
 	}
 	h.floor = rev
-}
-
-// previous returns the version of v's key just before v in the key index,
-// or nil. v need not be in it (a live version is not).
-func (h history) previous(v *version) *version {
-	var found *version
-	h.byKey.DescendLessOrEqual(v, func(p *version) bool {
-		if p == v {
-			return true
-		}
-		if p.k == v.k {
-			found = p
-		}
-		return false
-	})
-	return found
 }
 
 // ChangesQuery reads the change log.
@@ -548,22 +536,15 @@ func (c *histCursor) fill() {
 		c.page = make([]histKey, 0, pageSize)
 	}
 	c.page, c.i = c.page[:0], 0
-	c.h.byKey.AscendGreaterOrEqual(keyPivot(c.from, math.MinInt64, 0), func(v *version) bool {
-		k := v.key()
-		if len(c.page) == 0 || c.page[len(c.page)-1].key != k {
-			// A key's versions are in range together: ask once a key.
-			if !c.inRange(k) {
-				c.done = true
-				return false
-			}
-			if len(c.page) == pageSize {
-				return false
-			}
-			c.page = append(c.page, histKey{key: k})
+	c.h.byKey.ascendRuns(c.from, func(r *keyRun) bool {
+		if !c.inRange(r.k) {
+			c.done = true
+			return false
 		}
-		if v.rev <= c.rev {
-			c.page[len(c.page)-1].at = v
+		if len(c.page) == pageSize {
+			return false
 		}
+		c.page = append(c.page, histKey{key: r.k, at: r.at(c.rev)})
 		return true
 	})
 	if len(c.page) < pageSize {
@@ -643,12 +624,21 @@ func (s *State) History(q HistoryQuery) (*schema.KVHistoryReply, error) {
 	if r := s.getRecord(q.Key); r != nil && r.modRevision > h.floor && r.modRevision >= lo && r.modRevision <= hi {
 		live = h.changeOf(r, nil)
 	}
+	vs := h.byKey.versionsOf(q.Key)
 	if q.NewestFirst {
 		if live == nil || add(live) {
-			h.byKey.DescendRange(keyPivot(q.Key, hi, math.MaxInt32), keyPivot(q.Key, lo-1, math.MaxInt32), add)
+			for i := len(vs) - 1; i >= 0 && vs[i].rev >= lo; i-- {
+				if vs[i].rev <= hi && !add(vs[i]) {
+					break
+				}
+			}
 		}
 	} else {
-		h.byKey.AscendRange(keyPivot(q.Key, lo, math.MinInt32), keyPivot(q.Key, hi+1, math.MinInt32), add)
+		for _, v := range vs {
+			if v.rev > hi || !add(v) {
+				break
+			}
+		}
 		if live != nil && !reply.More {
 			add(live)
 		}

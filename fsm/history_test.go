@@ -201,6 +201,33 @@ func checkHistory(s *State) error {
 	if err != nil {
 		return err
 	}
+	// The runs: one a key, never empty, each in (revision, op_index)
+	// order, holding the index's count of versions between them.
+	runs, versions := 0, 0
+	h.byKey.ascendRuns("", func(r *keyRun) bool {
+		runs++
+		versions += len(r.vs)
+		switch {
+		case len(r.vs) == 0:
+			err = fmt.Errorf("the key index keeps an empty run for %q", r.k)
+		case r.live != nil && r.live.k != r.k:
+			err = fmt.Errorf("the run of %q remembers a live version of %q", r.k, r.live.k)
+		}
+		for i, v := range r.vs {
+			if v.k != r.k {
+				err = fmt.Errorf("the run of %q holds %q@%d", r.k, v.k, v.rev)
+			} else if i > 0 && !lessByRev(r.vs[i-1], v) {
+				err = fmt.Errorf("the run of %q is out of order at %d/%d", r.k, v.rev, v.op)
+			}
+		}
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	if runs != h.byKey.runs.Len() || versions != h.byKey.Len() {
+		return fmt.Errorf("the key index counts %d versions and %d runs; it holds %d in %d", h.byKey.Len(), h.byKey.runs.Len(), versions, runs)
+	}
 	live := 0
 	h.byRev.Ascend(func(v *version) bool {
 		switch {

@@ -41,8 +41,8 @@ type restorer struct {
 	// the history comes in key order, so they only move forward.
 	cur  int
 	vers []*version // the history, by key
-	// keyed is vers without the live versions: the key index.
-	keyed []*version
+	// runs are vers without the live versions, a run a key: the key index.
+	runs []*keyRun
 	// above counts the versions above the floor: the change log.
 	above int
 
@@ -391,7 +391,7 @@ func (rs *restorer) liveRecord(key string) *record {
 func (rs *restorer) readHistory(src snapshotSource, n int) error {
 	s := rs.s
 	floor := s.hist.floor
-	byKey := startTree(rs, s.hist.byKey)
+	byKey := startTree(rs, s.hist.byKey.runs)
 	var prev *version
 	prevLive := false
 	var sv snapshotVersion
@@ -461,11 +461,24 @@ func (rs *restorer) readHistory(src snapshotSource, n int) error {
 			return fmt.Errorf("%w: history: key %q keeps a version at the floor but no change after it", ErrBadSnapshot, prev.key())
 		}
 		rs.vers = append(grow(rs.vers, n), v)
-		if !sv.Live {
+		var last *keyRun
+		if len(rs.runs) > 0 && rs.runs[len(rs.runs)-1].k == v.k {
+			last = rs.runs[len(rs.runs)-1]
+		}
+		switch {
+		case sv.Live && last != nil:
 			// A live version is in the change log only: the live tree
-			// answers for it.
-			rs.keyed = append(grow(rs.keyed, n), v)
-			byKey.add(rs.keyed)
+			// answers for it. Its key's run remembers it.
+			last.live = v
+		case sv.Live:
+		case last != nil:
+			last.vs = append(last.vs, v)
+			s.hist.byKey.n++
+		default:
+			// A new key: the runs before it are complete.
+			byKey.add(rs.runs)
+			rs.runs = append(rs.runs, &keyRun{k: v.k, vs: []*version{v}, owner: s.hist.byKey.owner})
+			s.hist.byKey.n++
 		}
 		if v.rev > floor {
 			rs.above++
@@ -475,7 +488,7 @@ func (rs *restorer) readHistory(src snapshotSource, n int) error {
 	if prev != nil && prev.rev <= floor {
 		return fmt.Errorf("%w: history: key %q keeps a version at the floor but no change after it", ErrBadSnapshot, prev.key())
 	}
-	byKey.finish(rs.keyed)
+	byKey.finish(rs.runs)
 	byRev, err := rs.changeLog()
 	if err != nil {
 		return err

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"math/rand"
 	"testing"
-
-	"github.com/google/btree"
 )
 
 // viewBenchState holds 100,000 keys under "svc.api.", one in two on one of
@@ -35,9 +33,8 @@ func ownCopy(s *State) *State {
 	c := deepCopy(s)
 	c.hist = newHistory()
 	c.hist.floor = s.hist.floor
-	for _, t := range []struct{ from, to *btree.BTreeG[*version] }{{s.hist.byRev, c.hist.byRev}, {s.hist.byKey, c.hist.byKey}} {
-		t.from.Ascend(func(v *version) bool { t.to.ReplaceOrInsert(v); return true })
-	}
+	s.hist.byRev.Ascend(func(v *version) bool { c.hist.byRev.ReplaceOrInsert(v); return true })
+	s.hist.byKey.Ascend(func(v *version) bool { c.hist.byKey.insert(v); return true })
 	return c
 }
 

@@ -1,0 +1,257 @@
+package fsm
+
+import (
+	"cmp"
+	"slices"
+	"sync/atomic"
+
+	"github.com/google/btree"
+)
+
+// The history's key index holds the versions that are no longer live, in
+// (key, revision, op_index) order. It was one B-tree of versions; a put
+// at the default retention then searched it twice (moving the version it
+// replaced in, and, compacting the oldest revision, finding and dropping
+// that key's version before it), each search a chain of cache misses
+// through a million versions. It is now a B-tree of keys, each with its
+// versions in a slice: a search passes one entry a key, and the versions
+// of a key sit together, so both changes are one search of a much smaller
+// tree and a few words of one slice.
+//
+// Views and snapshots share the index with the live state (an O(1) clone
+// of the tree), so a key's run is changed in place only by the index that
+// made it: each clone takes a new owner mark, and a run made under another
+// is copied before it changes (own).
+
+// keyRun is one key's versions in the key index, by (revision, op_index).
+// Never empty while in the tree.
+type keyRun struct {
+	k  string
+	vs []*version
+	// owner is the mark of the index that made the run, which alone may
+	// change it in place.
+	owner uint64
+	// live is the key's live version when the run last changed, or nil: a
+	// hint that spares a search of the change log for the version a put
+	// replaces (recordChanges checks that it still is).
+	live *version
+}
+
+func lessRun(a, b *keyRun) bool { return a.k < b.k }
+
+// owners hands out owner marks. A mark only tells which index may change
+// a run in place; it never shows in what the state answers or writes, so
+// its values need not be the same on every replica.
+var owners atomic.Uint64
+
+// keyIndex is the history's key index (see above).
+type keyIndex struct {
+	runs  *btree.BTreeG[*keyRun]
+	n     int // versions
+	owner uint64
+	// pivot is a search key that the index's writer reuses (a pivot
+	// escapes to the heap); readers of a clone allocate their own.
+	pivot *keyRun
+}
+
+func newKeyIndex() keyIndex {
+	return keyIndex{runs: btree.NewG(btreeDegree, lessRun), owner: owners.Add(1)}
+}
+
+// clone returns a copy that shares every run with x; from then on each
+// side copies a shared run before changing it.
+func (x *keyIndex) clone() keyIndex {
+	x.owner = owners.Add(1)
+	return keyIndex{runs: x.runs.Clone(), n: x.n, owner: owners.Add(1)}
+}
+
+// Len returns how many versions the index holds.
+func (x *keyIndex) Len() int { return x.n }
+
+// run returns key's run, or nil. For readers: it allocates its pivot.
+func (x *keyIndex) run(key string) *keyRun {
+	r, _ := x.runs.Get(&keyRun{k: key})
+	return r
+}
+
+// own returns key's run for changing: copied first if another index made
+// it; created (empty, in the tree) when there is none and create is set.
+// An empty run must get a version before the index is read.
+func (x *keyIndex) own(key string, create bool) *keyRun {
+	if x.pivot == nil {
+		x.pivot = new(keyRun)
+	}
+	x.pivot.k = key
+	r, ok := x.runs.Get(x.pivot)
+	x.pivot.k = ""
+	switch {
+	case !ok && !create:
+		return nil
+	case !ok:
+		r = &keyRun{k: key, owner: x.owner}
+	case r.owner != x.owner:
+		c := &keyRun{k: r.k, vs: make([]*version, len(r.vs), len(r.vs)+2), owner: x.owner, live: r.live}
+		copy(c.vs, r.vs)
+		r = c
+	default:
+		return r
+	}
+	x.runs.ReplaceOrInsert(r)
+	return r
+}
+
+// search returns the position of the first version of r at or after
+// (rev, op).
+func (r *keyRun) search(rev int64, op int32) int {
+	i, _ := slices.BinarySearchFunc(r.vs, version{rev: rev, op: op}, func(v *version, p version) int {
+		if v.rev != p.rev {
+			return cmp.Compare(v.rev, p.rev)
+		}
+		return cmp.Compare(v.op, p.op)
+	})
+	return i
+}
+
+// add puts v into r, an owned run of its key; one of the same revision
+// and op_index is replaced.
+func (x *keyIndex) add(r *keyRun, v *version) {
+	if n := len(r.vs); n == 0 || lessByRev(r.vs[n-1], v) {
+		// Versions move in as their keys change again: nearly always the
+		// newest of the run.
+		r.vs = append(r.vs, v)
+		x.n++
+		return
+	}
+	i := r.search(v.rev, v.op)
+	if i < len(r.vs) && r.vs[i].rev == v.rev && r.vs[i].op == v.op {
+		r.vs[i] = v
+		return
+	}
+	r.vs = slices.Insert(r.vs, i, v)
+	x.n++
+}
+
+// insert puts v into the index, replacing one of the same key, revision
+// and op_index.
+func (x *keyIndex) insert(v *version) {
+	x.add(x.own(v.k, true), v)
+}
+
+// removeAt takes the i-th version out of r, an owned run, and r out of
+// the tree once it is empty.
+func (x *keyIndex) removeAt(r *keyRun, i int) {
+	if i == 0 {
+		// The oldest goes first (compaction): no copy, and the slot is
+		// cleared so the version can be collected.
+		r.vs[0] = nil
+		r.vs = r.vs[1:]
+	} else {
+		r.vs = slices.Delete(r.vs, i, i+1)
+	}
+	x.n--
+	if len(r.vs) == 0 {
+		x.runs.Delete(r)
+	}
+}
+
+// compacted drops what the compaction of v (leaving the change log) frees
+// in the index: the version of v's key just before v, and v itself when it
+// is a delete (a key that does not exist at the floor needs no version
+// there). v need not be in the index (a live version is not).
+func (x *keyIndex) compacted(v *version) {
+	r := x.own(v.k, false)
+	if r == nil {
+		return
+	}
+	if r.live == v {
+		r.live = nil
+	}
+	i := r.search(v.rev, v.op)
+	if i > 0 {
+		x.removeAt(r, i-1)
+		i--
+	}
+	if v.isDelete() && i < len(r.vs) && r.vs[i].rev == v.rev && r.vs[i].op == v.op {
+		x.removeAt(r, i)
+	}
+}
+
+// previous returns the version of v's key just before v, or nil. v need
+// not be in the index.
+func (x *keyIndex) previous(v *version) *version {
+	r := x.run(v.k)
+	if r == nil {
+		return nil
+	}
+	if i := r.search(v.rev, v.op); i > 0 {
+		return r.vs[i-1]
+	}
+	return nil
+}
+
+// at returns r's newest version at or below rev, or nil.
+func (r *keyRun) at(rev int64) *version {
+	if i := r.search(rev+1, minOp); i > 0 {
+		return r.vs[i-1]
+	}
+	return nil
+}
+
+// minOp is below every op_index: (rev, minOp) comes before all of rev.
+const minOp = -1 << 31
+
+// latest returns key's newest version at or below rev, or nil.
+func (x *keyIndex) latest(key string, rev int64) *version {
+	if r := x.run(key); r != nil {
+		return r.at(rev)
+	}
+	return nil
+}
+
+// versionsOf returns key's versions, oldest first, for reading only.
+func (x *keyIndex) versionsOf(key string) []*version {
+	if r := x.run(key); r != nil {
+		return r.vs
+	}
+	return nil
+}
+
+// Has reports whether the index holds a version of v's key, revision and
+// op_index.
+func (x *keyIndex) Has(v *version) bool {
+	r := x.run(v.k)
+	if r == nil {
+		return false
+	}
+	i := r.search(v.rev, v.op)
+	return i < len(r.vs) && r.vs[i].rev == v.rev && r.vs[i].op == v.op
+}
+
+// Ascend calls f with every version in (key, revision, op_index) order
+// until f returns false.
+func (x *keyIndex) Ascend(f func(*version) bool) {
+	x.AscendGreaterOrEqual(keyPivot("", -1<<63, minOp), f)
+}
+
+// AscendGreaterOrEqual calls f, in order, with every version at or after
+// pivot's (key, revision, op_index) until f returns false.
+func (x *keyIndex) AscendGreaterOrEqual(pivot *version, f func(*version) bool) {
+	x.runs.AscendGreaterOrEqual(&keyRun{k: pivot.k}, func(r *keyRun) bool {
+		vs := r.vs
+		if r.k == pivot.k {
+			vs = vs[r.search(pivot.rev, pivot.op):]
+		}
+		for _, v := range vs {
+			if !f(v) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// ascendRuns calls f with every key's run from key from on, in key order,
+// until f returns false. The runs are for reading only.
+func (x *keyIndex) ascendRuns(from string, f func(*keyRun) bool) {
+	x.runs.AscendGreaterOrEqual(&keyRun{k: from}, f)
+}
