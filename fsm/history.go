@@ -178,7 +178,7 @@ func (s *State) recordChanges(events []schema.Event, now int64) {
 			if pv != nil {
 				h.byKey.add(run, pv)
 			} else if len(run.vs) == 0 {
-				h.byKey.runs.Delete(run)
+				h.byKey.drop(run)
 			}
 			run.live = nil
 		}

@@ -42,7 +42,7 @@ type restorer struct {
 	cur  int
 	vers []*version // the history, by key
 	// runs are vers without the live versions, a run a key: the key index.
-	runs []*keyRun
+	runs []runRef
 	// above counts the versions above the floor: the change log.
 	above int
 
@@ -463,7 +463,7 @@ func (rs *restorer) readHistory(src snapshotSource, n int) error {
 		rs.vers = append(grow(rs.vers, n), v)
 		var last *keyRun
 		if len(rs.runs) > 0 && rs.runs[len(rs.runs)-1].k == v.k {
-			last = rs.runs[len(rs.runs)-1]
+			last = rs.runs[len(rs.runs)-1].r
 		}
 		switch {
 		case sv.Live && last != nil:
@@ -477,7 +477,7 @@ func (rs *restorer) readHistory(src snapshotSource, n int) error {
 		default:
 			// A new key: the runs before it are complete.
 			byKey.add(rs.runs)
-			rs.runs = append(rs.runs, &keyRun{k: v.k, vs: []*version{v}, owner: s.hist.byKey.owner})
+			rs.runs = append(rs.runs, runRef{k: v.k, r: &keyRun{k: v.k, vs: []*version{v}, owner: s.hist.byKey.owner}})
 			s.hist.byKey.n++
 		}
 		if v.rev > floor {
