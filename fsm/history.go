@@ -536,7 +536,7 @@ func (c *histCursor) fill() {
 		c.page = make([]histKey, 0, pageSize)
 	}
 	c.page, c.i = c.page[:0], 0
-	c.h.byKey.ascendRuns(c.from, func(r *keyRun) bool {
+	c.h.byKey.ascendItems(c.from, func(r runRef) bool {
 		if !c.inRange(r.k) {
 			c.done = true
 			return false

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -201,20 +202,30 @@ func checkHistory(s *State) error {
 	if err != nil {
 		return err
 	}
-	// The runs: one a key, never empty, each in (revision, op_index)
-	// order, holding the index's count of versions between them.
+	// The items: one a key, each either one version or a run of them,
+	// never both and never an empty run, each run in (revision,
+	// op_index) order, holding the index's count of versions between
+	// them.
 	runs, versions := 0, 0
-	h.byKey.ascendRuns("", func(r *keyRun) bool {
+	h.byKey.ascendItems("", func(ref runRef) bool {
 		runs++
-		versions += len(r.vs)
+		versions += ref.len()
+		r := ref.r
 		switch {
+		case (ref.one == nil) == (r == nil):
+			err = fmt.Errorf("the key index's item of %q holds one version %v and a run %v", ref.k, ref.one, r)
+		case r == nil && ref.one.k != ref.k:
+			err = fmt.Errorf("the item of %q holds %q@%d", ref.k, ref.one.k, ref.one.rev)
+		case r == nil:
+		case r.k != ref.k:
+			err = fmt.Errorf("the item of %q holds the run of %q", ref.k, r.k)
 		case len(r.vs) == 0:
 			err = fmt.Errorf("the key index keeps an empty run for %q", r.k)
 		case r.live != nil && r.live.k != r.k:
 			err = fmt.Errorf("the run of %q remembers a live version of %q", r.k, r.live.k)
 		}
-		for i, v := range r.vs {
-			if v.k != r.k {
+		for i := 0; r != nil && i < len(r.vs) && err == nil; i++ {
+			if v := r.vs[i]; v.k != r.k {
 				err = fmt.Errorf("the run of %q holds %q@%d", r.k, v.k, v.rev)
 			} else if i > 0 && !lessByRev(r.vs[i-1], v) {
 				err = fmt.Errorf("the run of %q is out of order at %d/%d", r.k, v.rev, v.op)
@@ -678,4 +689,79 @@ func TestVersionSlabFillsItsSizeClass(t *testing.T) {
 			t.Errorf("%s: %d versions of %d bytes would fit the %d-byte class too", c.name, c.n+1, size, c.class)
 		}
 	}
+}
+
+// A key's versions in the key index are one version in the tree's item
+// or a run: a put that moves a second version in makes a run, a
+// compaction that leaves one folds it back. Across both, under a view
+// taken in between, every revision from the floor on reads what it wrote.
+func TestKeyIndexItemBecomesRunAndBack(t *testing.T) {
+	s := New()
+	mustApply(t, s, t0, &Limits{MaxLeases: 100, MaxKeysPerLease: 100, HistoryRevisions: 6})
+	wrote := map[int64]string{} // revision -> value of k
+	shapes := map[string]bool{}
+	var view *View
+	var viewWrote map[int64]string
+	for i := range 12 {
+		v := fmt.Sprintf(`"v%d"`, i)
+		r := mustApply(t, s, t0, &Put{Key: "k", Value: val(v)})
+		wrote[r.Events[0].Revision] = v
+		// Another key between k's puts, so that k's versions are not all
+		// within the retained revisions.
+		mustApply(t, s, t0, &Put{Key: "other", Value: val(v)})
+		if err := checkHistory(s); err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+		if ref, ok := s.hist.byKey.item("k"); ok {
+			shapes[map[bool]string{true: "run", false: "one"}[ref.r != nil]] = true
+		}
+		if i == 6 {
+			view, viewWrote = s.View(), maps.Clone(wrote)
+		}
+		for rev := s.CompactRevision(); rev <= s.Revision(); rev++ {
+			want := valueAt(wrote, rev)
+			if got := s.recordAt("k", rev); (got == nil) != (want == "") || got != nil && string(got.value) != want {
+				t.Fatalf("put %d: k at revision %d reads %v, want %q", i, rev, got, want)
+			}
+		}
+	}
+	// k's last put is at the revision before the present (another key's
+	// is the present): compacting to the one before that leaves k its
+	// version at the floor alone in the key index.
+	mustApply(t, s, t0, &Compact{Revision: s.Revision() - 2})
+	if err := checkHistory(s); err != nil {
+		t.Fatalf("after the compaction: %v", err)
+	}
+	if ref, ok := s.hist.byKey.item("k"); ok {
+		shapes[map[bool]string{true: "run", false: "one"}[ref.r != nil]] = true
+	}
+	for rev := s.CompactRevision(); rev <= s.Revision(); rev++ {
+		want := valueAt(wrote, rev)
+		if got := s.recordAt("k", rev); got == nil || string(got.value) != want {
+			t.Fatalf("after the compaction: k at revision %d reads %v, want %q", rev, got, want)
+		}
+	}
+	if !shapes["run"] || !shapes["one"] {
+		t.Fatalf("test premise: k's item took the shapes %v, want both", shapes)
+	}
+	// The view still reads what it read when it was taken.
+	for rev := view.s.CompactRevision(); rev <= view.s.Revision(); rev++ {
+		want := valueAt(viewWrote, rev)
+		if got := view.s.recordAt("k", rev); (got == nil) != (want == "") || got != nil && string(got.value) != want {
+			t.Fatalf("the view: k at revision %d reads %v, want %q", rev, got, want)
+		}
+	}
+}
+
+// valueAt returns the value of the newest write in wrote (revision ->
+// value) at or below rev.
+func valueAt(wrote map[int64]string, rev int64) string {
+	var at int64
+	var v string
+	for w, wv := range wrote {
+		if w <= rev && w > at {
+			at, v = w, wv
+		}
+	}
+	return v
 }

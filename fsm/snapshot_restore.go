@@ -461,23 +461,30 @@ func (rs *restorer) readHistory(src snapshotSource, n int) error {
 			return fmt.Errorf("%w: history: key %q keeps a version at the floor but no change after it", ErrBadSnapshot, prev.key())
 		}
 		rs.vers = append(grow(rs.vers, n), v)
-		var last *keyRun
+		// The key index's item of this key, if it has one yet; not handed
+		// to the tree builder before the next key's.
+		var last *runRef
 		if len(rs.runs) > 0 && rs.runs[len(rs.runs)-1].k == v.k {
-			last = rs.runs[len(rs.runs)-1].r
+			last = &rs.runs[len(rs.runs)-1]
 		}
 		switch {
-		case sv.Live && last != nil:
+		case sv.Live && last != nil && last.r != nil:
 			// A live version is in the change log only: the live tree
 			// answers for it. Its key's run remembers it.
-			last.live = v
+			last.r.live = v
 		case sv.Live:
+		case last != nil && last.r != nil:
+			last.r.vs = append(last.r.vs, v)
+			s.hist.byKey.n++
 		case last != nil:
-			last.vs = append(last.vs, v)
+			// A second version: the key's item becomes a run.
+			last.r = &keyRun{k: v.k, vs: []*version{last.one, v}, owner: s.hist.byKey.owner}
+			last.one = nil
 			s.hist.byKey.n++
 		default:
-			// A new key: the runs before it are complete.
+			// A new key: the items before it are complete.
 			byKey.add(rs.runs)
-			rs.runs = append(rs.runs, runRef{k: v.k, r: &keyRun{k: v.k, vs: []*version{v}, owner: s.hist.byKey.owner}})
+			rs.runs = append(rs.runs, runRef{k: v.k, one: v})
 			s.hist.byKey.n++
 		}
 		if v.rev > floor {
