@@ -155,13 +155,13 @@ func (s *State) recordChanges(events []schema.Event, now int64) {
 		}
 		// The event's version, lent to changeOf as its pivot first.
 		v := s.newVersion()
-		var run *keyRun // the key's run, when this change moved a version in
+		var run *keyRun // the key's run, when this change moved a version into one
 		if prev != nil && prev.modRevision < e.Revision {
 			// prev was live until this command: the key index takes over
 			// its version. An earlier change of this command (at this
 			// revision) went there already.
-			run = h.byKey.own(prev.key, true)
 			var pv *version
+			ref, ok := h.byKey.item(prev.key)
 			switch {
 			case prev.modRevision <= h.floor:
 				// The first change of the key since the floor passed it:
@@ -170,17 +170,17 @@ func (s *State) recordChanges(events []schema.Event, now int64) {
 				// changed above the floor, so its record says whether this
 				// is the first without a lookup.
 				pv = &version{rev: prev.modRevision, cause: causePut, rec: prev, k: prev.key}
-			case run.live != nil && run.live.rec == prev && !run.live.isDelete():
-				pv = run.live // the change log's version of prev, remembered
+			case ok && ref.r != nil && ref.r.live != nil && ref.r.live.rec == prev && !ref.r.live.isDelete():
+				pv = ref.r.live // the change log's version of prev, remembered
 			default:
 				pv = h.changeOf(prev, v)
 			}
 			if pv != nil {
-				h.byKey.add(run, pv)
-			} else if len(run.vs) == 0 {
-				h.byKey.drop(run)
+				run = h.byKey.insertAt(ref, ok, pv)
 			}
-			run.live = nil
+			if run != nil {
+				run.live = nil
+			}
 		}
 		*v = version{rev: e.Revision, op: int32(e.OpIndex), cause: causeOf(e.Cause), now: now}
 		live := false
@@ -205,7 +205,7 @@ func (s *State) recordChanges(events []schema.Event, now int64) {
 		switch {
 		case !live:
 			h.byKey.insert(v)
-		case run != nil && len(run.vs) > 0:
+		case run != nil:
 			// The next put of the key finds the version it replaces here.
 			run.live = v
 		}

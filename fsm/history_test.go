@@ -202,10 +202,9 @@ func checkHistory(s *State) error {
 	if err != nil {
 		return err
 	}
-	// The items: one a key, each either one version or a run of them,
-	// never both and never an empty run, each run in (revision,
-	// op_index) order, holding the index's count of versions between
-	// them.
+	// The items: one a key, each either one version or a run of two or
+	// more, never both, each run in (revision, op_index) order, holding
+	// the index's count of versions between them.
 	runs, versions := 0, 0
 	h.byKey.ascendItems("", func(ref runRef) bool {
 		runs++
@@ -219,8 +218,9 @@ func checkHistory(s *State) error {
 		case r == nil:
 		case r.k != ref.k:
 			err = fmt.Errorf("the item of %q holds the run of %q", ref.k, r.k)
-		case len(r.vs) == 0:
-			err = fmt.Errorf("the key index keeps an empty run for %q", r.k)
+		case len(r.vs) < 2:
+			// A lone version is kept in the item, without a run.
+			err = fmt.Errorf("the key index keeps a run of %d versions for %q", len(r.vs), r.k)
 		case r.live != nil && r.live.k != r.k:
 			err = fmt.Errorf("the run of %q remembers a live version of %q", r.k, r.live.k)
 		}

@@ -27,7 +27,8 @@ import (
 // the default retention, after a million keys were each written again and
 // again, nearly every key has just its version at the floor, and a run
 // and its slice for each cost 170 MiB more resident memory
-// (`etcdbench scale --rewrites 5`). A run that compaction leaves with one
+// (`etcdbench scale --rewrites 5`). A key's first version goes into its
+// item, a second makes a run, and a run that compaction leaves with one
 // version goes back into its item.
 
 // keyRun is one key's versions in the key index, by (revision, op_index).
@@ -124,20 +125,14 @@ func (x *keyIndex) item(key string) (ref runRef, ok bool) {
 	return x.runs.Get(runRef{k: key})
 }
 
-// own returns key's run for changing: copied first if another index made
-// it, made from the item's one version if it had one, created (empty, in
-// the tree) when there is none and create is set. An empty run must get a
-// version before the index is read.
-func (x *keyIndex) own(key string, create bool) *keyRun {
-	ref, ok := x.runs.Get(runRef{k: key})
+// own returns the run of ref, an item of the index, for changing: copied
+// first if another index made it, made from the item's one version if it
+// had one.
+func (x *keyIndex) own(ref runRef) *keyRun {
 	r := ref.r
 	switch {
-	case !ok && !create:
-		return nil
-	case !ok:
-		r = &keyRun{k: key, owner: x.owner}
 	case r == nil:
-		r = &keyRun{k: key, vs: make([]*version, 1, 2), owner: x.owner}
+		r = &keyRun{k: ref.k, vs: make([]*version, 1, 2), owner: x.owner}
 		r.vs[0] = ref.one
 	case r.owner != x.owner:
 		c := &keyRun{k: r.k, vs: make([]*version, len(r.vs), len(r.vs)+2), owner: x.owner, live: r.live}
@@ -191,9 +186,26 @@ func (x *keyIndex) add(r *keyRun, v *version) {
 }
 
 // insert puts v into the index, replacing one of the same key, revision
-// and op_index.
-func (x *keyIndex) insert(v *version) {
-	x.add(x.own(v.k, true), v)
+// and op_index, and returns the key's run: nil when v is the key's only
+// version, which its item then holds.
+func (x *keyIndex) insert(v *version) *keyRun {
+	ref, ok := x.item(v.k)
+	return x.insertAt(ref, ok, v)
+}
+
+// insertAt is insert with v's key's item already looked up (ok false
+// when there is none).
+func (x *keyIndex) insertAt(ref runRef, ok bool, v *version) *keyRun {
+	if !ok || ref.r == nil && ref.one.rev == v.rev && ref.one.op == v.op {
+		if !ok {
+			x.n++
+		}
+		x.runs.ReplaceOrInsert(runRef{k: v.k, one: v})
+		return nil
+	}
+	r := x.own(ref)
+	x.add(r, v)
+	return r
 }
 
 // removeAt takes the i-th version out of r, an owned run, and r out of
@@ -218,10 +230,11 @@ func (x *keyIndex) removeAt(r *keyRun, i int) {
 // is a delete (a key that does not exist at the floor needs no version
 // there). v need not be in the index (a live version is not).
 func (x *keyIndex) compacted(v *version) {
-	r := x.own(v.k, false)
-	if r == nil {
+	ref, ok := x.item(v.k)
+	if !ok {
 		return
 	}
+	r := x.own(ref)
 	if r.live == v {
 		r.live = nil
 	}
