@@ -251,14 +251,6 @@ func (x *keyIndex) compacted(v *version) {
 	}
 }
 
-// at returns r's newest version at or below rev, or nil.
-func (r *keyRun) at(rev int64) *version {
-	if i := r.search(rev+1, minOp); i > 0 {
-		return r.vs[i-1]
-	}
-	return nil
-}
-
 // minOp is below every op_index: (rev, minOp) comes before all of rev.
 const minOp = -1 << 31
 
