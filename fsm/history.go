@@ -161,14 +161,19 @@ func (s *State) recordChanges(events []schema.Event, now int64) {
 			// its version. An earlier change of this command (at this
 			// revision) went there already.
 			var pv *version
-			ref, ok := h.byKey.item(prev.key)
+			var ref runRef
+			ok := false
+			if prev.modRevision > h.floor {
+				ref, ok = h.byKey.item(prev.key)
+			}
 			switch {
 			case prev.modRevision <= h.floor:
 				// The first change of the key since the floor passed it:
 				// its record until now is the version it had at the floor.
 				// The history holds a version of a key exactly when the key
 				// changed above the floor, so its record says whether this
-				// is the first without a lookup.
+				// is the first, and that the key index has no item of it,
+				// without a lookup.
 				pv = &version{rev: prev.modRevision, cause: causePut, rec: prev, k: prev.key}
 			case ok && ref.r != nil && ref.r.live != nil && ref.r.live.rec == prev && !ref.r.live.isDelete():
 				pv = ref.r.live // the change log's version of prev, remembered
