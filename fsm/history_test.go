@@ -216,19 +216,17 @@ func checkHistory(s *State) error {
 		case r == nil && ref.one.k != ref.k:
 			err = fmt.Errorf("the item of %q holds %q@%d", ref.k, ref.one.k, ref.one.rev)
 		case r == nil:
-		case r.k != ref.k:
-			err = fmt.Errorf("the item of %q holds the run of %q", ref.k, r.k)
 		case len(r.vs) < 2:
 			// A lone version is kept in the item, without a run.
-			err = fmt.Errorf("the key index keeps a run of %d versions for %q", len(r.vs), r.k)
-		case r.live != nil && r.live.k != r.k:
-			err = fmt.Errorf("the run of %q remembers a live version of %q", r.k, r.live.k)
+			err = fmt.Errorf("the key index keeps a run of %d versions for %q", len(r.vs), ref.k)
+		case r.live != nil && r.live.k != ref.k:
+			err = fmt.Errorf("the run of %q remembers a live version of %q", ref.k, r.live.k)
 		}
 		for i := 0; r != nil && i < len(r.vs) && err == nil; i++ {
-			if v := r.vs[i]; v.k != r.k {
-				err = fmt.Errorf("the run of %q holds %q@%d", r.k, v.k, v.rev)
+			if v := r.vs[i]; v.k != ref.k {
+				err = fmt.Errorf("the run of %q holds %q@%d", ref.k, v.k, v.rev)
 			} else if i > 0 && !lessByRev(r.vs[i-1], v) {
-				err = fmt.Errorf("the run of %q is out of order at %d/%d", r.k, v.rev, v.op)
+				err = fmt.Errorf("the run of %q is out of order at %d/%d", ref.k, v.rev, v.op)
 			}
 		}
 		return err == nil

@@ -32,9 +32,9 @@ import (
 // version goes back into its item.
 
 // keyRun is one key's versions in the key index, by (revision, op_index).
-// Never empty while in the tree.
+// Never empty while in the tree. Its key is its item's, and each of its
+// versions' (version.k).
 type keyRun struct {
-	k  string
 	vs []*version
 	// owner is the mark of the index that made the run, which alone may
 	// change it in place.
@@ -132,26 +132,23 @@ func (x *keyIndex) own(ref runRef) *keyRun {
 	r := ref.r
 	switch {
 	case r == nil:
-		r = &keyRun{k: ref.k, vs: make([]*version, 1, 2), owner: x.owner}
+		r = &keyRun{vs: make([]*version, 1, 2), owner: x.owner}
 		r.vs[0] = ref.one
 	case r.owner != x.owner:
-		c := &keyRun{k: r.k, vs: make([]*version, len(r.vs), len(r.vs)+2), owner: x.owner, live: r.live}
+		c := &keyRun{vs: make([]*version, len(r.vs), len(r.vs)+2), owner: x.owner, live: r.live}
 		copy(c.vs, r.vs)
 		r = c
 	default:
 		return r
 	}
-	x.runs.ReplaceOrInsert(runRef{k: r.k, r: r})
+	x.runs.ReplaceOrInsert(runRef{k: ref.k, r: r})
 	return r
 }
-
-// drop takes r, an empty run, out of the tree.
-func (x *keyIndex) drop(r *keyRun) { x.runs.Delete(runRef{k: r.k}) }
 
 // fold puts r's one version back into its item, dropping the run (and
 // the live version it remembers).
 func (x *keyIndex) fold(r *keyRun) {
-	x.runs.ReplaceOrInsert(runRef{k: r.k, one: r.vs[0]})
+	x.runs.ReplaceOrInsert(runRef{k: r.vs[0].k, one: r.vs[0]})
 }
 
 // search returns the position of the first version of r at or after
@@ -211,6 +208,7 @@ func (x *keyIndex) insertAt(ref runRef, ok bool, v *version) *keyRun {
 // removeAt takes the i-th version out of r, an owned run, and r out of
 // the tree once it is empty.
 func (x *keyIndex) removeAt(r *keyRun, i int) {
+	k := r.vs[i].k
 	if i == 0 {
 		// The oldest goes first (compaction): no copy, and the slot is
 		// cleared so the version can be collected.
@@ -221,7 +219,7 @@ func (x *keyIndex) removeAt(r *keyRun, i int) {
 	}
 	x.n--
 	if len(r.vs) == 0 {
-		x.drop(r)
+		x.runs.Delete(runRef{k: k})
 	}
 }
 

@@ -467,6 +467,9 @@ func (rs *restorer) readHistory(src snapshotSource, n int) error {
 		if len(rs.runs) > 0 && rs.runs[len(rs.runs)-1].k == v.k {
 			last = &rs.runs[len(rs.runs)-1]
 		}
+		if !sv.Live {
+			s.hist.byKey.n++
+		}
 		switch {
 		case sv.Live && last != nil && last.r != nil:
 			// A live version is in the change log only: the live tree
@@ -475,17 +478,14 @@ func (rs *restorer) readHistory(src snapshotSource, n int) error {
 		case sv.Live:
 		case last != nil && last.r != nil:
 			last.r.vs = append(last.r.vs, v)
-			s.hist.byKey.n++
 		case last != nil:
 			// A second version: the key's item becomes a run.
-			last.r = &keyRun{k: v.k, vs: []*version{last.one, v}, owner: s.hist.byKey.owner}
+			last.r = &keyRun{vs: []*version{last.one, v}, owner: s.hist.byKey.owner}
 			last.one = nil
-			s.hist.byKey.n++
 		default:
 			// A new key: the items before it are complete.
 			byKey.add(rs.runs)
 			rs.runs = append(rs.runs, runRef{k: v.k, one: v})
-			s.hist.byKey.n++
 		}
 		if v.rev > floor {
 			rs.above++
