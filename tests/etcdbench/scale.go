@@ -35,6 +35,11 @@ type scaleConfig struct {
 	inflight int // requests in flight on each of them
 
 	countTries int // count_only reads timed; the median is shown
+	// restartTries and snapshotTries are how many restarts and snapshots
+	// each of their phases times; the median is shown. One of each is a
+	// single sample of a noisy machine, and the rewrite phase divides two.
+	restartTries  int
+	snapshotTries int
 
 	readKeys    int // keys under the prefix the readers read
 	pageLimit   int // limit of each page request
@@ -69,10 +74,12 @@ against each, from this program:
             --clients connections with --inflight requests in flight each;
             then resident memory (VmRSS) and the data directory (du)
   restart   kill -9, start again, time until a linearizable get answers
-            (through NATS "no responders" and 503s for Concord)
+            (through NATS "no responders" and 503s for Concord);
+            --restart-tries times, the median shown
   snapshot  (Concord only) one put, then P.cluster.snapshot: the time the
             node took to write that Raft snapshot (its metric
-            concord_snapshot_persist_duration_seconds) and its size
+            concord_snapshot_persist_duration_seconds) and its size;
+            --snapshot-tries times, the median shown
   count     count_only over all keys (median of --count-tries)
   reads     put p50/p99 of --put-clients closed-loop clients, alone, then
             while --readers read the --read-keys keys of one prefix in
@@ -108,6 +115,8 @@ func parseScaleFlags(args []string) (*scaleConfig, error) {
 	fs.IntVar(&cfg.clients, "clients", 16, "connections that load the keys and grant the leases")
 	fs.IntVar(&cfg.inflight, "inflight", 16, "requests in flight on each load connection")
 	fs.IntVar(&cfg.countTries, "count-tries", 5, "count_only reads over all keys; the median is shown")
+	fs.IntVar(&cfg.restartTries, "restart-tries", 3, "kill -9 and restart this many times in each restart phase; the median is shown")
+	fs.IntVar(&cfg.snapshotTries, "snapshot-tries", 3, "snapshots written in each snapshot phase; the median is shown")
 	fs.IntVar(&cfg.readKeys, "read-keys", 100_000, "keys under the prefix the readers read (fewer if --keys is smaller)")
 	fs.IntVar(&cfg.pageLimit, "page-limit", 10_000, "limit of each page request of a read (Concord also cuts a page at its reply size bound)")
 	fs.IntVar(&cfg.readers, "readers", 1, "readers reading the prefix back to back beside the puts")
@@ -144,6 +153,10 @@ func parseScaleFlags(args []string) (*scaleConfig, error) {
 		return nil, fmt.Errorf("--inflight: %d, want at least 1", cfg.inflight)
 	case cfg.countTries < 1:
 		return nil, fmt.Errorf("--count-tries: %d, want at least 1", cfg.countTries)
+	case cfg.restartTries < 1:
+		return nil, fmt.Errorf("--restart-tries: %d, want at least 1", cfg.restartTries)
+	case cfg.snapshotTries < 1:
+		return nil, fmt.Errorf("--snapshot-tries: %d, want at least 1", cfg.snapshotTries)
 	case cfg.readKeys < 1:
 		return nil, fmt.Errorf("--read-keys: %d, want at least 1", cfg.readKeys)
 	case cfg.pageLimit < 1 || cfg.pageLimit > maxPageLimit:
@@ -233,13 +246,17 @@ type scaleResult struct {
 	RSSPeakLoad   *int64   `json:"rss_peak_bytes_during_load"`
 	DiskAfterLoad *int64   `json:"data_dir_bytes_after_load"`
 	RestartS      *float64 `json:"restart_s"`
+	// RestartTries is every restart's time, in the order run; RestartS
+	// is their median. So for the other phases timed more than once.
+	RestartTries []float64 `json:"restart_s_tries,omitempty"`
 
 	// The snapshot phase (Concord only): the write time of a Raft
 	// snapshot asked for after the restart, as the node's metric
 	// recorded it; the request's round trip; the snapshot's size.
-	SnapshotS     *float64 `json:"snapshot_write_s,omitempty"`
-	SnapshotReqS  *float64 `json:"snapshot_request_s,omitempty"`
-	SnapshotBytes *int64   `json:"snapshot_bytes,omitempty"`
+	SnapshotS     *float64  `json:"snapshot_write_s,omitempty"`
+	SnapshotReqS  *float64  `json:"snapshot_request_s,omitempty"`
+	SnapshotBytes *int64    `json:"snapshot_bytes,omitempty"`
+	SnapshotTries []float64 `json:"snapshot_write_s_tries,omitempty"`
 
 	Count        *int64    `json:"count"`
 	CountMS      *float64  `json:"count_ms_median"`
@@ -254,15 +271,17 @@ type scaleResult struct {
 	// PutP99Growths is every round's ratio, in the order run.
 	PutP99Growths []float64 `json:"put_p99_with_reads_over_without_rounds,omitempty"`
 
-	RewritePutsPerS  *float64 `json:"rewrite_puts_per_s,omitempty"`
-	RSSAfterRewrite  *int64   `json:"rss_bytes_after_rewrites,omitempty"`
-	RSSPeakRewrite   *int64   `json:"rss_peak_bytes_restart_and_rewrites,omitempty"`
-	DiskAfterRewrite *int64   `json:"data_dir_bytes_after_rewrites,omitempty"`
-	RestartRewriteS  *float64 `json:"restart_s_after_rewrites,omitempty"`
+	RewritePutsPerS     *float64  `json:"rewrite_puts_per_s,omitempty"`
+	RSSAfterRewrite     *int64    `json:"rss_bytes_after_rewrites,omitempty"`
+	RSSPeakRewrite      *int64    `json:"rss_peak_bytes_restart_and_rewrites,omitempty"`
+	DiskAfterRewrite    *int64    `json:"data_dir_bytes_after_rewrites,omitempty"`
+	RestartRewriteS     *float64  `json:"restart_s_after_rewrites,omitempty"`
+	RestartRewriteTries []float64 `json:"restart_s_after_rewrites_tries,omitempty"`
 
-	SnapshotRewriteS     *float64 `json:"snapshot_write_s_after_rewrites,omitempty"`
-	SnapshotRewriteReqS  *float64 `json:"snapshot_request_s_after_rewrites,omitempty"`
-	SnapshotRewriteBytes *int64   `json:"snapshot_bytes_after_rewrites,omitempty"`
+	SnapshotRewriteS     *float64  `json:"snapshot_write_s_after_rewrites,omitempty"`
+	SnapshotRewriteReqS  *float64  `json:"snapshot_request_s_after_rewrites,omitempty"`
+	SnapshotRewriteBytes *int64    `json:"snapshot_bytes_after_rewrites,omitempty"`
+	SnapshotRewriteTries []float64 `json:"snapshot_write_s_after_rewrites_tries,omitempty"`
 
 	GrantsPerS      *float64 `json:"expiry_grants_per_s,omitempty"`
 	GrantSpreadS    *float64 `json:"expiry_grant_s,omitempty"` // first to last grant reply

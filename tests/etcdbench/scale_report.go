@@ -206,13 +206,15 @@ func (rep *scaleReport) print(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "\nresident memory: VmRSS of the server process, --settle after the load; the most: its VmHWM then; data directory: its disk usage, as du counts it.\n"+
-		"restart: from starting the killed server again to the first answer of a linearizable get, asked every 10 ms.\n"+
+		"restart: from starting the killed server again to the first answer of a linearizable get, asked every 10 ms;\n"+
+		"the median of %d kills and restarts.\n"+
 		"snapshot (Concord only; etcd keeps its keys in bbolt, not in Raft snapshots, and has no request that writes one):\n"+
-		"after each restart, one put, then P.cluster.snapshot makes the node write a Raft snapshot of its state and history;\n"+
-		"the time is what its concord_snapshot_persist_duration_seconds recorded (encode, write, sync), the size concord_snapshot_bytes.\n"+
+		"after the restarts, one put, then P.cluster.snapshot makes the node write a Raft snapshot of its state and history;\n"+
+		"the time is what its concord_snapshot_persist_duration_seconds recorded (encode, write, sync), the median of %d,\n"+
+		"the size concord_snapshot_bytes.\n"+
 		"reads: each reads every key of the prefix, page after page (Concord also ends a page at its reply size bound).\n"+
 		"expiry: from the last grant's answer plus the ttl to the first answer that shows no lease, asked every %s.\n"+
 		"keep-alive: every lease renewed every ttl/3 (Concord: keepalive_many of at most %s ids; etcd: keep-alive\n"+
 		"streams, one per %s leases); user + system CPU of the server over %s, after one renewal period.\n",
-		cfg.poll, thousands(renewChunk), thousands(renewChunk), cfg.keepaliveWindow)
+		cfg.restartTries, cfg.snapshotTries, cfg.poll, thousands(renewChunk), thousands(renewChunk), cfg.keepaliveWindow)
 }

@@ -51,47 +51,68 @@ func (ph *phases) snapshot(afterRewrites bool) func(context.Context) error {
 		if err := ph.ensureOpen(); err != nil {
 			return err
 		}
-		pctx, cancel := context.WithTimeout(ctx, opTimeout)
-		err := t.put(pctx, 0, scaleKey(0, ph.cfg.readKeys))
-		cancel()
-		if err != nil {
-			return fmt.Errorf("snapshot: %w", err)
+		var writes, reqs []float64
+		var size int64
+		for range ph.cfg.snapshotTries {
+			write, req, n, err := ph.snapshotOnce(ctx, t)
+			if err != nil {
+				return err
+			}
+			writes, reqs, size = append(writes, write), append(reqs, req), n
 		}
-		before, err := readMetrics(ctx, ph.s.metrics[0])
-		if err != nil {
-			return fmt.Errorf("snapshot: %w", err)
+		write, req := median(writes), median(reqs)
+		if len(writes) > 1 {
+			logf("  %s: snapshots written in %s s, median %.3f s", ph.res.System, joinSeconds(writes), write)
 		}
-		sctx, cancel := context.WithTimeout(ctx, snapshotTimeout)
-		t0 := time.Now()
-		var reply schema.ClusterSnapshotReply
-		err = call(sctx, t.conn(0), t.names.Request(subjects.ClusterSnapshot), schema.ClusterSnapshotRequest{}, &reply)
-		took := time.Since(t0)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("snapshot: %w", err)
-		}
-		after, err := readMetrics(ctx, ph.s.metrics[0])
-		if err != nil {
-			return fmt.Errorf("snapshot: %w", err)
-		}
-		n := after[metricSnapshotCount] - before[metricSnapshotCount]
-		if n < 1 {
-			return fmt.Errorf("snapshot: the node answered (index %d) but %s did not grow: no snapshot was written", reply.Index, metricSnapshotCount)
-		}
-		write := (after[metricSnapshotSum] - before[metricSnapshotSum]) / n
-		size := int64(after[metricSnapshotBytes])
-		if n > 1 {
-			logf("  %s: %.0f snapshots written meanwhile (a scheduled one too); the write time is their mean", ph.res.System, n)
-		}
-		logf("  %s: snapshot at index %d written in %.3f s (%s), %.3f s from request to reply", ph.res.System, reply.Index, write, mib(float64(size)), took.Seconds())
-		req := took.Seconds()
 		if afterRewrites {
 			ph.res.SnapshotRewriteS, ph.res.SnapshotRewriteReqS, ph.res.SnapshotRewriteBytes = &write, &req, &size
+			ph.res.SnapshotRewriteTries = writes
 		} else {
 			ph.res.SnapshotS, ph.res.SnapshotReqS, ph.res.SnapshotBytes = &write, &req, &size
+			ph.res.SnapshotTries = writes
 		}
 		return nil
 	}
+}
+
+// snapshotOnce puts one key, has the node write a snapshot and returns
+// the write time its metric recorded, the request's round trip (both in
+// seconds) and the snapshot's size.
+func (ph *phases) snapshotOnce(ctx context.Context, t *concordTarget) (write, req float64, size int64, err error) {
+	pctx, cancel := context.WithTimeout(ctx, opTimeout)
+	err = t.put(pctx, 0, scaleKey(0, ph.cfg.readKeys))
+	cancel()
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("snapshot: %w", err)
+	}
+	before, err := readMetrics(ctx, ph.s.metrics[0])
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("snapshot: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, snapshotTimeout)
+	t0 := time.Now()
+	var reply schema.ClusterSnapshotReply
+	err = call(sctx, t.conn(0), t.names.Request(subjects.ClusterSnapshot), schema.ClusterSnapshotRequest{}, &reply)
+	took := time.Since(t0)
+	cancel()
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("snapshot: %w", err)
+	}
+	after, err := readMetrics(ctx, ph.s.metrics[0])
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("snapshot: %w", err)
+	}
+	n := after[metricSnapshotCount] - before[metricSnapshotCount]
+	if n < 1 {
+		return 0, 0, 0, fmt.Errorf("snapshot: the node answered (index %d) but %s did not grow: no snapshot was written", reply.Index, metricSnapshotCount)
+	}
+	write = (after[metricSnapshotSum] - before[metricSnapshotSum]) / n
+	size = int64(after[metricSnapshotBytes])
+	if n > 1 {
+		logf("  %s: %.0f snapshots written meanwhile (a scheduled one too); the write time is their mean", ph.res.System, n)
+	}
+	logf("  %s: snapshot at index %d written in %.3f s (%s), %.3f s from request to reply", ph.res.System, reply.Index, write, mib(float64(size)), took.Seconds())
+	return write, took.Seconds(), size, nil
 }
 
 // readMetrics fetches a Prometheus text exposition and returns its samples

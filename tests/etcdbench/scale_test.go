@@ -170,6 +170,8 @@ func TestParseScaleFlags(t *testing.T) {
 		{[]string{"--clients", "0"}, "--clients: 0"},
 		{[]string{"--inflight", "0"}, "--inflight: 0"},
 		{[]string{"--count-tries", "0"}, "--count-tries: 0"},
+		{[]string{"--restart-tries", "0"}, "--restart-tries: 0"},
+		{[]string{"--snapshot-tries", "0"}, "--snapshot-tries: 0"},
 		{[]string{"--read-keys", "0"}, "--read-keys: 0"},
 		{[]string{"--page-limit", "10001"}, "--page-limit: 10001"},
 		{[]string{"--page-limit", "0"}, "--page-limit: 0"},
