@@ -124,11 +124,6 @@ func snapshotKVOf(r *record) snapshotKV {
 	return snapshotKV{r.key, r.value, r.createRevision, r.modRevision, r.version, r.lease, r.contentType(), r.metadata()}
 }
 
-func (sk *snapshotKV) record() *record {
-	return &record{key: sk.Key, value: sk.Value, createRevision: sk.CreateRevision, modRevision: sk.ModRevision, version: sk.Version, lease: sk.Lease,
-		extra: newExtra(sk.ContentType, sk.Metadata)}
-}
-
 // Snapshot captures the state. Attachments and the deadline index are not
 // captured: they are derived from the keys and leases on restore.
 func (s *State) Snapshot() *Snapshot {

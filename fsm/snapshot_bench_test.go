@@ -201,3 +201,55 @@ func benchWriteSnapshot(b *testing.B, sn *Snapshot, version int) {
 	}
 	b.StopTimer()
 }
+
+// rewrittenBenchState is make bench-scale's state after its load
+// (writes 1) or after its rewrites (--rewrites writes), scaled by
+// -snapshot-keys: keys 16-byte keys with 100-byte values, each written
+// writes times in key order, the history keeping the last keys revisions
+// (the default retention at the bench's million keys).
+func rewrittenBenchState(b *testing.B, keys, writes int) *State {
+	name := fmt.Sprintf("rewritten/%d/%d", keys, writes)
+	if s := benchStates[name]; s != nil {
+		return s
+	}
+	s := New()
+	mustApply(b, s, t0, &Limits{MaxLeases: 1 << 30, MaxKeysPerLease: 1 << 30, HistoryRevisions: int64(keys)})
+	for w := 0; w < writes; w++ {
+		value := val(fmt.Sprintf(`"%098d"`, w))
+		for i := 0; i < keys; i++ {
+			p := &Put{Key: fmt.Sprintf("scale.%d.%08d", i/100_000, i), Value: value}
+			if r := s.ApplyCommand(Command{Op: OpPut, Now: t0 + int64((w*keys+i)/1000), Body: p}); r.Err != nil {
+				b.Fatal(r.Err)
+			}
+		}
+	}
+	benchStates[name] = s
+	return s
+}
+
+// BenchmarkSnapshotRestoreRewritten restores make bench-scale's state
+// after the load and after every key was written 5 times (version 5):
+// in process, what issue 15's bar compares (history must not make a
+// restart more than 2x slower), without the disk, Raft or NATS.
+func BenchmarkSnapshotRestoreRewritten(b *testing.B) {
+	for _, writes := range []int{1, 5} {
+		st := rewrittenBenchState(b, *benchSnapshotKeys, writes)
+		b.Run(fmt.Sprintf("writes-%d", writes), func(b *testing.B) {
+			var buf bytes.Buffer
+			if _, err := st.Snapshot().WriteVersion(&buf, 5); err != nil {
+				b.Fatal(err)
+			}
+			data := buf.Bytes()
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := New().Restore(bytes.NewReader(data)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(st.KeyCount()), "ns/key")
+		})
+	}
+}
