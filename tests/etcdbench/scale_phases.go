@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"runtime"
 	"sort"
 	"strconv"
@@ -195,8 +196,7 @@ func (ph *phases) restartOnce(ctx context.Context) (float64, error) {
 	logf("  %s: kill -9 %d", old.name, old.pid())
 	_ = old.cmd.Process.Kill()
 	<-old.done
-	logPath := strings.TrimSuffix(old.logPath, ".log") + fmt.Sprintf(".restart%d.log", ph.kills)
-	p, err := startProc(old.name, logPath, old.cmd.Path, old.cmd.Args[1:]...)
+	p, err := startProc(old.name, restartLogPath(old.logPath, ph.kills), old.cmd.Path, old.cmd.Args[1:]...)
 	if err != nil {
 		return 0, err
 	}
@@ -232,6 +232,17 @@ func (ph *phases) restartOnce(ctx context.Context) (float64, error) {
 	d := time.Since(start).Seconds()
 	logf("  %s: answered %.2f s after its restart", ph.res.System, d)
 	return d, ph.ensureOpen()
+}
+
+// restartSuffix is what restartLogPath adds to a server's log file name.
+var restartSuffix = regexp.MustCompile(`\.restart[0-9]+\.log$`)
+
+// restartLogPath is the log file of a server's restart number kill, from
+// the log file of its last run: n1.log, then n1.restart1.log,
+// n1.restart2.log, ...
+func restartLogPath(last string, kill int) string {
+	base := strings.TrimSuffix(restartSuffix.ReplaceAllString(last, ".log"), ".log")
+	return base + fmt.Sprintf(".restart%d.log", kill)
 }
 
 // joinSeconds formats durations in seconds as "1.23, 4.56".

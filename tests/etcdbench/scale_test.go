@@ -321,3 +321,20 @@ func TestScaleReportPrint(t *testing.T) {
 		}
 	}
 }
+
+func TestRestartLogPath(t *testing.T) {
+	for _, c := range []struct {
+		last string
+		kill int
+		want string
+	}{
+		{"/tmp/x/concord/n1.log", 1, "/tmp/x/concord/n1.restart1.log"},
+		{"/tmp/x/concord/n1.restart1.log", 2, "/tmp/x/concord/n1.restart2.log"},
+		{"/tmp/x/concord/n1.restart12.log", 13, "/tmp/x/concord/n1.restart13.log"},
+		{"/tmp/x/etcd/e1.log", 1, "/tmp/x/etcd/e1.restart1.log"},
+	} {
+		if got := restartLogPath(c.last, c.kill); got != c.want {
+			t.Errorf("restartLogPath(%q, %d) = %q, want %q", c.last, c.kill, got, c.want)
+		}
+	}
+}
