@@ -740,3 +740,40 @@ func TestRestoreV5ErrorsSayWhat(t *testing.T) {
 		}
 	}
 }
+
+// A history whose key index holds more items than the restorer hands its
+// tree builder at once (buildChunk) restores to the same state, with the
+// items built concurrently chunk by chunk and built in one go: every key
+// has a version at the floor, and some a run of several.
+func TestRestoreV5KeyIndexInChunks(t *testing.T) {
+	keys := 2*buildChunk + 100
+	s := New()
+	mustApply(t, s, t0, &Limits{MaxLeases: 1 << 20, MaxKeysPerLease: 1 << 20, HistoryRevisions: int64(keys)})
+	for w := range 3 {
+		for i := range keys {
+			if w == 2 && i%3 != 0 {
+				continue // a third of the keys get a run of versions
+			}
+			mustApply(t, s, t0+int64(w), &Put{Key: fmt.Sprintf("k.%06d", i), Value: val(fmt.Sprintf(`"%d"`, w))})
+		}
+	}
+	if n := s.hist.byKey.runs.Len(); n <= buildChunk {
+		t.Fatalf("the key index holds %d items; the test needs more than %d", n, buildChunk)
+	}
+	want := snap(t, s)
+	for _, concurrent := range []bool{true, false} {
+		restoreConcurrently = concurrent
+		r := restored(t, want)
+		restoreConcurrently = true
+		if err := checkInvariants(r); err != nil {
+			t.Fatalf("concurrent %v: %v", concurrent, err)
+		}
+		if got := snap(t, r); !bytes.Equal(got, want) {
+			t.Fatalf("concurrent %v: the restored state writes a different snapshot", concurrent)
+		}
+		if r.hist.byKey.Len() != s.hist.byKey.Len() || r.hist.byKey.runs.Len() != s.hist.byKey.runs.Len() {
+			t.Fatalf("concurrent %v: key index of %d versions in %d items, want %d in %d", concurrent,
+				r.hist.byKey.Len(), r.hist.byKey.runs.Len(), s.hist.byKey.Len(), s.hist.byKey.runs.Len())
+		}
+	}
+}
