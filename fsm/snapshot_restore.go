@@ -143,9 +143,10 @@ func (b *treeBuilder[T]) add(list []T) {
 // handOver is add for a list that nothing but the builder reads (and a
 // builder handOver feeds is fed by it and finish alone): once the list
 // holds a chunk, it goes to the builder whole, and handOver returns a new
-// empty list to go on with. The key index's items of a history of a million keys were one
-// list that append grew a quarter at a time, 250 MB allocated and copied
-// for 32 MB of items; chunk by chunk they are allocated once.
+// empty list to go on with. The key index's items of a history of a
+// million keys were one list that append grew a quarter at a time, 250 MB
+// allocated and copied for 32 MB of items; chunk by chunk they are
+// allocated once.
 func (b *treeBuilder[T]) handOver(list []T) []T {
 	if b.ch == nil || len(list) < buildChunk {
 		return list

@@ -250,9 +250,9 @@ type scaleResult struct {
 	// is their median. So for the other phases timed more than once.
 	RestartTries []float64 `json:"restart_s_tries,omitempty"`
 
-	// The snapshot phase (Concord only): the write time of a Raft
-	// snapshot asked for after the restart, as the node's metric
-	// recorded it; the request's round trip; the snapshot's size.
+	// The snapshot phase (Concord only): the median write time of the
+	// Raft snapshots asked for after the restarts, as the node's metric
+	// recorded them; the median request round trip; the snapshot's size.
 	SnapshotS     *float64  `json:"snapshot_write_s,omitempty"`
 	SnapshotReqS  *float64  `json:"snapshot_request_s,omitempty"`
 	SnapshotBytes *int64    `json:"snapshot_bytes,omitempty"`

@@ -155,8 +155,9 @@ func (ph *phases) memory(afterRewrites bool) func(context.Context) error {
 	}
 }
 
-// restart kills the server with SIGKILL, starts it again with the same
-// command line, and times from the start to the first answer of a
+// restart times --restart-tries restarts (restartOnce) and keeps their
+// median: kill the server with SIGKILL, start it again with the same
+// command line, and time from the start to the first answer of a
 // linearizable get of key 0: the connection is tried every 10 ms, and the
 // get again after every failure (for Concord: NATS "no responders" while
 // the node restores, then 503 until it leads).

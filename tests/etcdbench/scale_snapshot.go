@@ -33,12 +33,14 @@ const (
 // history take seconds, not minutes.
 const snapshotTimeout = 5 * time.Minute
 
-// snapshot makes the Concord node write a Raft snapshot now: one put
-// first, so that there is something new to snapshot, then
-// P.cluster.snapshot, which answers once the snapshot is written. The write
-// time is what the node's concord_snapshot_persist_duration_seconds
-// recorded for it (the sum over the count, should a scheduled snapshot
-// have run in between as well); the size is concord_snapshot_bytes.
+// snapshot makes the Concord node write --snapshot-tries Raft snapshots,
+// one after the other, and keeps the median write time. Each
+// (snapshotOnce): one put first, so that there is something new to
+// snapshot, then P.cluster.snapshot, which answers once the snapshot is
+// written. The write time is what the node's
+// concord_snapshot_persist_duration_seconds recorded for it (the sum over
+// the count, should a scheduled snapshot have run in between as well); the
+// size is concord_snapshot_bytes.
 func (ph *phases) snapshot(afterRewrites bool) func(context.Context) error {
 	return func(ctx context.Context) error {
 		t, ok := ph.t.(*concordTarget)
