@@ -120,7 +120,7 @@ func parseScaleFlags(args []string) (*scaleConfig, error) {
 	fs.IntVar(&cfg.readKeys, "read-keys", 100_000, "keys under the prefix the readers read (fewer if --keys is smaller)")
 	fs.IntVar(&cfg.pageLimit, "page-limit", 10_000, "limit of each page request of a read (Concord also cuts a page at its reply size bound)")
 	fs.IntVar(&cfg.readers, "readers", 1, "readers reading the prefix back to back beside the puts")
-	fs.IntVar(&cfg.readRounds, "read-rounds", 3, "rounds of the reads phase, each puts alone then beside the readers; the round whose p99 ratio is the median is shown")
+	fs.IntVar(&cfg.readRounds, "read-rounds", 5, "rounds of the reads phase, each puts alone then beside the readers; the round whose p99 ratio is the median is shown")
 	fs.IntVar(&cfg.putClients, "put-clients", 32, "closed-loop put clients, each on its own connection with one request in flight")
 	fs.DurationVar(&cfg.putDuration, "put-duration", 10*time.Second, "measurement window of the puts, with and without readers")
 	fs.DurationVar(&cfg.warmup, "warmup", time.Second, "load before each put window that is not counted")

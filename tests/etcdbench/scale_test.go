@@ -149,7 +149,7 @@ func TestParseScaleFlags(t *testing.T) {
 	}
 	if cfg.keys != 1_000_000 || cfg.valueBytes != 100 || cfg.rewrites != 0 || cfg.readKeys != 100_000 ||
 		cfg.pageLimit != maxPageLimit || cfg.leases != 100_000 || cfg.keepaliveTTL != 60 || cfg.renewEvery() != 20*time.Second ||
-		cfg.readRounds != 3 {
+		cfg.readRounds != 5 {
 		t.Errorf("defaults: %+v", cfg)
 	}
 	cfg, err = parseScaleFlags([]string{"--keys", "20000", "--leases", "5000", "--rewrites", "5", "--only-concord"})
