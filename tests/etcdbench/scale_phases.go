@@ -285,10 +285,10 @@ func (ph *phases) count(ctx context.Context) error {
 // reads measures closed-loop puts alone, then beside readers that read
 // the readers' prefix whole, page after page, pass after pass; in
 // cfg.readRounds rounds, since one window's p99 moves by a third from one
-// to the next on a shared machine (five by default: with three, the median
-// ratio of one build ranged from 1.6 to 2.3 over one morning's runs). It shows the round whose p99 ratio is
-// the median (the lower middle one for an even count), and the median of
-// every pass of every round.
+// to the next on a shared machine (five by default: with three, the ratio
+// shown for one build ranged from 1.6 to 2.3 over one morning's runs). It
+// shows the round whose p99 ratio is the median (the lower middle one for
+// an even count), and the median of every pass of every round.
 func (ph *phases) reads(ctx context.Context) error {
 	if err := ph.ensureOpen(); err != nil {
 		return err
