@@ -58,7 +58,7 @@ func (ph *phases) snapshot(afterRewrites bool) func(context.Context) error {
 		for range ph.cfg.snapshotTries {
 			write, req, n, err := ph.snapshotOnce(ctx, t)
 			if err != nil {
-				return err
+				return fmt.Errorf("snapshot: %w", err)
 			}
 			writes, reqs, size = append(writes, write), append(reqs, req), n
 		}
@@ -85,11 +85,11 @@ func (ph *phases) snapshotOnce(ctx context.Context, t *concordTarget) (write, re
 	err = t.put(pctx, 0, scaleKey(0, ph.cfg.readKeys))
 	cancel()
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("snapshot: %w", err)
+		return 0, 0, 0, err
 	}
 	before, err := readMetrics(ctx, ph.s.metrics[0])
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("snapshot: %w", err)
+		return 0, 0, 0, err
 	}
 	sctx, cancel := context.WithTimeout(ctx, snapshotTimeout)
 	t0 := time.Now()
@@ -98,15 +98,15 @@ func (ph *phases) snapshotOnce(ctx context.Context, t *concordTarget) (write, re
 	took := time.Since(t0)
 	cancel()
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("snapshot: %w", err)
+		return 0, 0, 0, err
 	}
 	after, err := readMetrics(ctx, ph.s.metrics[0])
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("snapshot: %w", err)
+		return 0, 0, 0, err
 	}
 	n := after[metricSnapshotCount] - before[metricSnapshotCount]
 	if n < 1 {
-		return 0, 0, 0, fmt.Errorf("snapshot: the node answered (index %d) but %s did not grow: no snapshot was written", reply.Index, metricSnapshotCount)
+		return 0, 0, 0, fmt.Errorf("the node answered (index %d) but %s did not grow: no snapshot was written", reply.Index, metricSnapshotCount)
 	}
 	write = (after[metricSnapshotSum] - before[metricSnapshotSum]) / n
 	size = int64(after[metricSnapshotBytes])
