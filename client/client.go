@@ -129,7 +129,7 @@ func (c *Client) call(ctx context.Context, ep subjects.Endpoint, req any, mutati
 		return err
 	}
 	if out != nil {
-		if err := json.Unmarshal(resp.Data, out); err != nil {
+		if err := schema.DecodeJSON(resp.Data, out); err != nil {
 			return fmt.Errorf("decode %s reply: %w", ep, err)
 		}
 	}

@@ -269,7 +269,7 @@ func call(nc *nats.Conn, subject string, req any, out any) error {
 		return fmt.Errorf("%s: %s %s", subject, code, msg.Header.Get(schema.HeaderError))
 	}
 	if out != nil {
-		if err := json.Unmarshal(msg.Data, out); err != nil {
+		if err := schema.DecodeJSON(msg.Data, out); err != nil {
 			return fmt.Errorf("%s: decode reply %.200q: %w", subject, msg.Data, err)
 		}
 	}

@@ -98,7 +98,7 @@ func call(ctx context.Context, nc *nats.Conn, subject string, req, out any) erro
 	if code := msg.Header.Get(schema.HeaderErrorCode); code != "" {
 		return fmt.Errorf("%s: %s %s", subject, code, msg.Header.Get(schema.HeaderError))
 	}
-	if err := json.Unmarshal(msg.Data, out); err != nil {
+	if err := schema.DecodeJSON(msg.Data, out); err != nil {
 		return fmt.Errorf("%s: decode reply %.200q: %w", subject, msg.Data, err)
 	}
 	return nil
