@@ -92,42 +92,29 @@ func (d *kvPageDecoder) decode(data []byte, r *KVGetReply) bool {
 	var seen int
 	gotKVs := false
 	d.ws()
-	d.expect('{')
-	d.ws()
-	if d.peek() == '}' {
-		d.i++
-	} else {
-		for d.ok {
-			d.ws()
-			name := d.name()
-			bit := 0
-			switch string(d.p[name[0]:name[1]]) {
-			case "revision":
-				bit = 1
-				out.Revision = d.int()
-			case "kvs":
-				bit = 2
-				gotKVs = true
-				d.records()
-			case "count":
-				bit = 4
-				out.Count = d.int()
-			case "more":
-				bit = 8
-				out.More = d.bool()
-			}
-			if bit == 0 || seen&bit != 0 {
-				return false
-			}
-			seen |= bit
-			d.ws()
-			if d.peek() == '}' {
-				d.i++
-				break
-			}
-			d.expect(',')
+	d.list('{', '}', func() {
+		name := d.name()
+		bit := 0
+		switch string(d.p[name[0]:name[1]]) {
+		case "revision":
+			bit = 1
+			out.Revision = d.int()
+		case "kvs":
+			bit = 2
+			gotKVs = true
+			d.records()
+		case "count":
+			bit = 4
+			out.Count = d.int()
+		case "more":
+			bit = 8
+			out.More = d.bool()
 		}
-	}
+		if bit == 0 || seen&bit != 0 {
+			d.ok = false
+		}
+		seen |= bit
+	})
 	d.ws()
 	if !d.ok || d.i != len(d.p) {
 		return false
@@ -141,26 +128,11 @@ func (d *kvPageDecoder) decode(data []byte, r *KVGetReply) bool {
 
 // records reads the kvs array into d.kvs and d.spans.
 func (d *kvPageDecoder) records() {
-	d.expect('[')
-	d.ws()
 	// What AppendJSON writes starts each record so: a count that sizes
 	// the slices once (a value holding the text only makes them larger).
 	n := bytes.Count(d.p[d.i:], []byte(`{"key":`))
 	d.kvs, d.spans = make([]KeyValue, 0, n), make([]kvSpans, 0, n)
-	if d.peek() == ']' {
-		d.i++
-		return
-	}
-	for d.ok {
-		d.ws()
-		d.record()
-		d.ws()
-		if d.peek() == ']' {
-			d.i++
-			return
-		}
-		d.expect(',')
-	}
+	d.list('[', ']', d.record)
 }
 
 // record reads one record of the kvs array.
@@ -168,26 +140,16 @@ func (d *kvPageDecoder) record() {
 	var kv KeyValue
 	var sp kvSpans
 	var seen int
-	d.expect('{')
-	d.ws()
-	if d.peek() == '}' {
-		d.i++
-		d.kvs, d.spans = append(d.kvs, kv), append(d.spans, sp)
-		return
-	}
-	for d.ok {
-		d.ws()
+	d.list('{', '}', func() {
 		name := d.name()
 		bit := 0
 		switch string(d.p[name[0]:name[1]]) {
 		case "key":
 			bit = fKey
-			sp.key = span32(d.str())
-			d.strBytes += int(sp.key[1] - sp.key[0])
+			d.strField(&sp.key)
 		case "value":
 			bit = fValue
-			sp.value = span32(d.raw())
-			d.rawBytes += int(sp.value[1] - sp.value[0])
+			d.rawField(&sp.value)
 		case "create_revision":
 			bit = fCreate
 			kv.CreateRevision = d.int()
@@ -205,22 +167,46 @@ func (d *kvPageDecoder) record() {
 			sp.remaining, sp.hasRemaining = d.int(), true
 		case "content_type":
 			bit = fContentType
-			sp.ct = span32(d.str())
-			d.strBytes += int(sp.ct[1] - sp.ct[0])
+			d.strField(&sp.ct)
 		case "metadata":
 			bit = fMetadata
-			sp.meta = span32(d.raw())
-			d.rawBytes += int(sp.meta[1] - sp.meta[0])
+			d.rawField(&sp.meta)
 		}
 		if bit == 0 || seen&bit != 0 {
 			d.ok = false
-			return
 		}
 		seen |= bit
+	})
+	d.kvs, d.spans = append(d.kvs, kv), append(d.spans, sp)
+}
+
+// strField reads a string field into span, counting its bytes.
+func (d *kvPageDecoder) strField(span *[2]int32) {
+	*span = span32(d.str())
+	d.strBytes += int(span[1] - span[0])
+}
+
+// rawField reads a raw value field into span, counting its bytes.
+func (d *kvPageDecoder) rawField(span *[2]int32) {
+	*span = span32(d.raw())
+	d.rawBytes += int(span[1] - span[0])
+}
+
+// list reads open, then items separated by commas, each read by item, then
+// close.
+func (d *kvPageDecoder) list(open, close byte, item func()) {
+	d.expect(open)
+	d.ws()
+	if d.peek() == close {
+		d.i++
+		return
+	}
+	for d.ok {
 		d.ws()
-		if d.peek() == '}' {
+		item()
+		d.ws()
+		if d.peek() == close {
 			d.i++
-			d.kvs, d.spans = append(d.kvs, kv), append(d.spans, sp)
 			return
 		}
 		d.expect(',')
@@ -407,43 +393,15 @@ func (d *kvPageDecoder) value(depth int) {
 	}
 	switch c := d.peek(); {
 	case c == '{':
-		d.i++
-		d.ws()
-		if d.peek() == '}' {
-			d.i++
-			return
-		}
-		for d.ok {
-			d.ws()
+		d.list('{', '}', func() {
 			d.anyString()
 			d.ws()
 			d.expect(':')
 			d.ws()
 			d.value(depth + 1)
-			d.ws()
-			if d.peek() == '}' {
-				d.i++
-				return
-			}
-			d.expect(',')
-		}
+		})
 	case c == '[':
-		d.i++
-		d.ws()
-		if d.peek() == ']' {
-			d.i++
-			return
-		}
-		for d.ok {
-			d.ws()
-			d.value(depth + 1)
-			d.ws()
-			if d.peek() == ']' {
-				d.i++
-				return
-			}
-			d.expect(',')
-		}
+		d.list('[', ']', func() { d.value(depth + 1) })
 	case c == '"':
 		d.anyString()
 	case c == '-' || (c >= '0' && c <= '9'):
