@@ -82,12 +82,12 @@ type Config struct {
 	// ListingShare is the fraction of its time a listing of many keys
 	// may run while writes are in flight: it pauses for the rest, so that
 	// a reader paging through a large prefix does not crowd out the
-	// writes (listingpace.go). 1 never pauses. The default, 0.1: with it,
+	// writes (listingpace.go). 1 never pauses. The default, 0.1, is where
 	// puts beside a reader paging back to back through a 100,000-key prefix
-	// kept their p99 within twice their p99 alone on a 2-core machine
-	// (`etcdbench scale`: 1.72 and 1.82 in two runs; 0.15 gave 1.96, 0.3
-	// gave 2.46 once the Go client decoded pages as fast as the node
-	// serves them).
+	// came closest to keeping their p99 within twice their p99 alone on a
+	// 2-core machine (`etcdbench scale`, 5 rounds: 1.72, 1.82 and 2.03 in
+	// three runs; 0.05 gave 1.90, 0.15 1.96, 0.3 2.46, once the Go client
+	// decoded pages as fast as the node serves them).
 	ListingShare float64
 
 	// SnapshotThreshold is how many new log entries trigger a snapshot
