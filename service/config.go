@@ -85,9 +85,9 @@ type Config struct {
 	// writes (listingpace.go). 1 never pauses. The default, 0.1, is where
 	// puts beside a reader paging back to back through a 100,000-key prefix
 	// came closest to keeping their p99 within twice their p99 alone on a
-	// 2-core machine (`etcdbench scale`, 5 rounds: 1.72, 1.82 and 2.03 in
-	// three runs; 0.05 gave 1.90, 0.15 1.96, 0.3 2.46, once the Go client
-	// decoded pages as fast as the node serves them).
+	// 2-core machine (`etcdbench scale`, 5 rounds: 1.72, 1.82, 1.84, 1.87
+	// and 2.03 in five runs; 0.05 gave 1.90, 0.15 1.96, 0.3 2.46, once the
+	// Go client decoded pages as fast as the node serves them).
 	ListingShare float64
 
 	// SnapshotThreshold is how many new log entries trigger a snapshot
