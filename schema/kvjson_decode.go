@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
-	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/concord-io/concord/schema/jsonscan"
 )
 
 // UnmarshalJSON decodes a kv.get reply exactly as encoding/json decodes
@@ -95,7 +96,7 @@ func (d *kvPageDecoder) decode(data []byte, r *KVGetReply) bool {
 	d.list('{', '}', func() {
 		name := d.name()
 		bit := 0
-		switch string(d.p[name[0]:name[1]]) {
+		switch string(name) {
 		case "revision":
 			bit = 1
 			out.Revision = d.int()
@@ -143,7 +144,7 @@ func (d *kvPageDecoder) record() {
 	d.list('{', '}', func() {
 		name := d.name()
 		bit := 0
-		switch string(d.p[name[0]:name[1]]) {
+		switch string(name) {
 		case "key":
 			bit = fKey
 			d.strField(&sp.key)
@@ -278,30 +279,28 @@ func (d *kvPageDecoder) expect(c byte) {
 }
 
 // ws skips JSON white space.
-func (d *kvPageDecoder) ws() {
-	for d.i < len(d.p) {
-		switch d.p[d.i] {
-		case ' ', '\t', '\n', '\r':
-			d.i++
-		default:
-			return
-		}
-	}
-}
+func (d *kvPageDecoder) ws() { d.i = jsonscan.SkipSpace(d.p, d.i) }
 
-// name reads an object's member name and its colon, and returns the
-// name's span.
-func (d *kvPageDecoder) name() [2]int {
-	s := d.str()
+// name reads an object's member name (printable ASCII, as every name the
+// fast path takes is) and its colon.
+func (d *kvPageDecoder) name() []byte {
+	n, next, ok := jsonscan.String(d.p, d.i)
+	if !ok {
+		d.ok = false
+		return nil
+	}
+	d.i = next
 	d.ws()
 	d.expect(':')
 	d.ws()
-	return s
+	return n
 }
 
 // str reads a string without escapes, and returns the span of its
-// contents. Escapes, control characters and invalid UTF-8 are left to
-// encoding/json, which unescapes or replaces them.
+// contents: jsonscan.String's rule widened to valid UTF-8, which keys
+// often hold and which encoding/json keeps as it is. Escapes, control
+// characters and invalid UTF-8 are left to encoding/json, which unescapes
+// or replaces them.
 func (d *kvPageDecoder) str() [2]int {
 	if d.peek() != '"' {
 		d.ok = false
@@ -329,30 +328,14 @@ func (d *kvPageDecoder) str() [2]int {
 	return [2]int{}
 }
 
-// int reads an integer in JSON's form that fits an int64.
+// int reads an integer as jsonscan.Int takes it (at most 18 digits;
+// longer ones go to encoding/json).
 func (d *kvPageDecoder) int() int64 {
-	start := d.i
-	if d.peek() == '-' {
-		d.i++
-	}
-	digits := d.i
-	for d.i < len(d.p) && d.p[d.i] >= '0' && d.p[d.i] <= '9' {
-		d.i++
-	}
-	n := d.i - digits
-	if n == 0 || (n > 1 && d.p[digits] == '0') {
-		d.ok = false
-		return 0
-	}
-	switch d.peek() {
-	case '.', 'e', 'E':
-		d.ok = false
-		return 0
-	}
-	v, err := strconv.ParseInt(string(d.p[start:d.i]), 10, 64)
-	if err != nil {
+	v, next, ok := jsonscan.Int(d.p, d.i)
+	if !ok {
 		d.ok = false
 	}
+	d.i = next
 	return v
 }
 
@@ -370,7 +353,10 @@ func (d *kvPageDecoder) bool() bool {
 }
 
 // raw reads any JSON value but null, checking it as encoding/json would,
-// and returns its span.
+// and returns its span. It checks as it goes rather than find the end
+// with jsonscan.ValueEnd and then call json.Valid, as the put's fast
+// path does for its one value: a page has thousands, and that would run
+// each through encoding/json's scanner a second time.
 func (d *kvPageDecoder) raw() [2]int {
 	start := d.i
 	if d.peek() == 'n' {

@@ -2,9 +2,9 @@ package service
 
 import (
 	"encoding/json"
-	"strings"
 
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/schema/jsonscan"
 )
 
 // The two requests every lease holder sends all day, keep-alive
@@ -32,13 +32,13 @@ type intFields struct {
 // names are among names (at most two), or reports false.
 func decodeIntObject(data []byte, names ...string) (intFields, bool) {
 	var out intFields
-	i := skipSpace(data, 0)
+	i := jsonscan.SkipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {
 		return out, false
 	}
-	i = skipSpace(data, i+1)
+	i = jsonscan.SkipSpace(data, i+1)
 	if i < len(data) && data[i] == '}' {
-		return out, skipSpace(data, i+1) == len(data)
+		return out, jsonscan.SkipSpace(data, i+1) == len(data)
 	}
 	for {
 		// "name"
@@ -65,44 +65,30 @@ func decodeIntObject(data []byte, names ...string) (intFields, bool) {
 		if field < 0 || out.present[field] {
 			return out, false
 		}
-		i = skipSpace(data, end+1)
+		i = jsonscan.SkipSpace(data, end+1)
 		if i >= len(data) || data[i] != ':' {
 			return out, false
 		}
-		i = skipSpace(data, i+1)
-		v, next, ok := plainInt(data, i)
+		i = jsonscan.SkipSpace(data, i+1)
+		v, next, ok := jsonscan.Int(data, i)
 		if !ok {
 			return out, false
 		}
 		i = next
 		out.val[field], out.present[field] = v, true
-		i = skipSpace(data, i)
+		i = jsonscan.SkipSpace(data, i)
 		if i >= len(data) {
 			return out, false
 		}
 		switch data[i] {
 		case ',':
-			i = skipSpace(data, i+1)
+			i = jsonscan.SkipSpace(data, i+1)
 		case '}':
-			return out, skipSpace(data, i+1) == len(data)
+			return out, jsonscan.SkipSpace(data, i+1) == len(data)
 		default:
 			return out, false
 		}
 	}
-}
-
-// skipSpace returns the index of the first byte at or after i that is not
-// JSON white space.
-func skipSpace(data []byte, i int) int {
-	for i < len(data) {
-		switch data[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
 }
 
 // decodePutFast decodes the plainest form of a put, the write every
@@ -116,41 +102,41 @@ func skipSpace(data []byte, i int) int {
 // FuzzFastDecode checks that the two agree on every body taken here.
 // req.Value points into data.
 func decodePutFast(data []byte, req *schema.KVPutRequest) bool {
-	i := skipSpace(data, 0)
+	i := jsonscan.SkipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {
 		return false
 	}
-	i = skipSpace(data, i+1)
+	i = jsonscan.SkipSpace(data, i+1)
 	if i < len(data) && data[i] == '}' {
-		return skipSpace(data, i+1) == len(data)
+		return jsonscan.SkipSpace(data, i+1) == len(data)
 	}
 	var seen [4]bool // key, value, lease, ttl
 	for {
-		name, next, ok := plainString(data, i)
+		name, next, ok := jsonscan.String(data, i)
 		if !ok {
 			return false
 		}
-		i = skipSpace(data, next)
+		i = jsonscan.SkipSpace(data, next)
 		if i >= len(data) || data[i] != ':' {
 			return false
 		}
-		i = skipSpace(data, i+1)
+		i = jsonscan.SkipSpace(data, i+1)
 		var field int
 		switch string(name) {
 		case "key":
-			key, next, ok := plainString(data, i)
+			key, next, ok := jsonscan.String(data, i)
 			if !ok {
 				return false
 			}
 			req.Key, i, field = string(key), next, 0
 		case "value":
-			end, ok := valueEnd(data, i)
+			end, ok := jsonscan.ValueEnd(data, i)
 			if !ok || !json.Valid(data[i:end]) {
 				return false
 			}
 			req.Value, i, field = json.RawMessage(data[i:end:end]), end, 1
 		case "lease", "ttl":
-			v, next, ok := plainInt(data, i)
+			v, next, ok := jsonscan.Int(data, i)
 			if !ok {
 				return false
 			}
@@ -167,106 +153,17 @@ func decodePutFast(data []byte, req *schema.KVPutRequest) bool {
 			return false
 		}
 		seen[field] = true
-		i = skipSpace(data, i)
+		i = jsonscan.SkipSpace(data, i)
 		if i >= len(data) {
 			return false
 		}
 		switch data[i] {
 		case ',':
-			i = skipSpace(data, i+1)
+			i = jsonscan.SkipSpace(data, i+1)
 		case '}':
-			return skipSpace(data, i+1) == len(data)
+			return jsonscan.SkipSpace(data, i+1) == len(data)
 		default:
 			return false
 		}
 	}
-}
-
-// plainString reads a JSON string at data[i] made of printable ASCII
-// without escapes (so its bytes are its value) and returns its contents
-// and the index after its closing quote.
-func plainString(data []byte, i int) ([]byte, int, bool) {
-	if i >= len(data) || data[i] != '"' {
-		return nil, i, false
-	}
-	for j := i + 1; j < len(data); j++ {
-		switch c := data[j]; {
-		case c == '"':
-			return data[i+1 : j], j + 1, true
-		case c < 0x20 || c > 0x7e || c == '\\':
-			return nil, i, false
-		}
-	}
-	return nil, i, false
-}
-
-// plainInt reads -?(0|[1-9][0-9]{0,17}) at data[i], not followed by a
-// fraction or an exponent.
-func plainInt(data []byte, i int) (int64, int, bool) {
-	neg := false
-	if i < len(data) && data[i] == '-' {
-		neg, i = true, i+1
-	}
-	digits := i
-	var v int64
-	for i < len(data) && data[i] >= '0' && data[i] <= '9' {
-		v = v*10 + int64(data[i]-'0')
-		i++
-	}
-	n := i - digits
-	if n == 0 || n > 18 || n > 1 && data[digits] == '0' {
-		return 0, i, false
-	}
-	if i < len(data) && (data[i] == '.' || data[i] == 'e' || data[i] == 'E') {
-		return 0, i, false
-	}
-	if neg {
-		v = -v
-	}
-	return v, i, true
-}
-
-// valueEnd returns the index just past the JSON value that starts at
-// data[i], following strings and nesting only: whether the bytes are valid
-// JSON is json.Valid's to say.
-func valueEnd(data []byte, i int) (int, bool) {
-	depth := 0
-	for j := i; j < len(data); j++ {
-		switch c := data[j]; c {
-		case '"':
-			j++
-			for j < len(data) && data[j] != '"' {
-				if data[j] == '\\' {
-					j++
-				}
-				j++
-			}
-			if j >= len(data) {
-				return 0, false
-			}
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-			if depth < 0 {
-				return 0, false
-			}
-		case ',', ' ', '\t', '\r', '\n':
-			if depth == 0 {
-				return j, j > i
-			}
-			continue
-		}
-		if depth == 0 {
-			// A string, a closed object or array, or the last byte of a
-			// number or literal that runs to the next delimiter.
-			if c := data[j]; c == '"' || c == '}' || c == ']' {
-				return j + 1, true
-			}
-			if j+1 < len(data) && strings.IndexByte(",} \t\r\n]", data[j+1]) >= 0 {
-				return j + 1, true
-			}
-		}
-	}
-	return 0, false
 }
