@@ -127,3 +127,46 @@ func TestOneRequestMovesBothViews(t *testing.T) {
 		t.Fatalf("after a bad grant: micro %d→%d, prometheus %v→%v; errors micro %d→%d, prometheus %v→%v", m1, m2, p1, p2, me1, me2, pe1, pe2)
 	}
 }
+
+// A write's tail under load lies between 5 and 25 ms; the histogram must
+// tell its p99 apart there, or an operator (and the reads-beside-writes
+// measurement) cannot see whether it doubled: observations of 11 and 22 ms
+// land in different buckets, and no bucket in that range is wider than 5 ms.
+func TestRequestDurationBucketsResolveWriteTail(t *testing.T) {
+	rs := newRequestStats([]subjects.Endpoint{subjects.KVPut})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(rs)
+	rs.observe(subjects.KVPut, 11*time.Millisecond, nil)
+	rs.observe(subjects.KVPut, 22*time.Millisecond, nil)
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buckets []*dto.Bucket
+	for _, f := range fams {
+		if f.GetName() == "concord_request_duration_seconds" {
+			buckets = f.GetMetric()[0].GetHistogram().GetBucket()
+		}
+	}
+	if len(buckets) == 0 {
+		t.Fatal("no concord_request_duration_seconds buckets gathered")
+	}
+	var below11, below22 uint64
+	prev := 0.0
+	for _, b := range buckets {
+		ub := b.GetUpperBound()
+		if ub > 0.005 && ub <= 0.025 && ub-prev > 0.005+1e-9 {
+			t.Errorf("bucket (%g, %g] is wider than 5 ms", prev, ub)
+		}
+		if ub >= 0.011 && below11 == 0 {
+			below11 = b.GetCumulativeCount()
+		}
+		if ub >= 0.022 && below22 == 0 {
+			below22 = b.GetCumulativeCount()
+		}
+		prev = ub
+	}
+	if below11 != 1 || below22 != 2 {
+		t.Fatalf("the first bucket holding 11 ms counts %d, the first holding 22 ms %d: want 1 and 2 (different buckets)", below11, below22)
+	}
+}
