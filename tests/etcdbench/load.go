@@ -48,6 +48,11 @@ type result struct {
 	// machine used, the noise this figure carries.
 	BusyPct  float64 `json:"busy_pct"`
 	OtherPct float64 `json:"other_pct"`
+	// NodeP99ms is the p99 of the same requests as the Concord node
+	// measured them, from taking each to sending its reply, as the upper
+	// bound of its histogram bucket (warm-up included); set only by the
+	// scale reads phase (scale_nodetail.go).
+	NodeP99ms *float64 `json:"node_p99_ms,omitempty"`
 }
 
 // measure runs one closed-loop workload: every client sends its next

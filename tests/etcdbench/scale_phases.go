@@ -310,7 +310,11 @@ func (ph *phases) reads(ctx context.Context) error {
 		if alone.P99ms > 0 {
 			ph.res.PutP99Growths = append(ph.res.PutP99Growths, beside.P99ms/alone.P99ms)
 		}
-		logf("  %s: reads round %d: put p99 %.2f ms alone, %.2f ms beside %d read passes", ph.res.System, r+1, alone.P99ms, beside.P99ms, len(passes))
+		node := ""
+		if alone.NodeP99ms != nil && beside.NodeP99ms != nil {
+			node = fmt.Sprintf(" (the node's own p99: ≤ %.1f ms alone, ≤ %.1f ms beside)", *alone.NodeP99ms, *beside.NodeP99ms)
+		}
+		logf("  %s: reads round %d: put p99 %.2f ms alone, %.2f ms beside %d read passes%s", ph.res.System, r+1, alone.P99ms, beside.P99ms, len(passes), node)
 	}
 	growth := func(r round) float64 {
 		if r.alone.P99ms <= 0 {
@@ -350,10 +354,19 @@ func (ph *phases) readRound(ctx context.Context) (alone, beside *result, passes 
 		}
 		return &r, nil
 	}
+	before, err := ph.putBuckets(ctx)
+	if err != nil {
+		return nil, nil, nil, 0, err
+	}
 	alone, err = check(measure(ctx, mcfg, ph.res.System, "put", ops, ph.s.procs))
 	if err != nil {
 		return nil, nil, nil, 0, fmt.Errorf("puts without reads: %w", err)
 	}
+	after, err := ph.putBuckets(ctx)
+	if err != nil {
+		return nil, nil, nil, 0, err
+	}
+	setNodeP99(alone, before, after)
 
 	want := cfg.readPrefixKeys()
 	rctx, stop := context.WithCancel(ctx)
@@ -387,7 +400,9 @@ func (ph *phases) readRound(ctx context.Context) (alone, beside *result, passes 
 			}
 		}()
 	}
+	before, errBefore := ph.putBuckets(rctx)
 	beside, err = check(measure(rctx, mcfg, ph.res.System, "put", ops, ph.s.procs))
+	after, errAfter := ph.putBuckets(rctx)
 	stop()
 	wg.Wait()
 	if readErr != nil {
@@ -396,6 +411,10 @@ func (ph *phases) readRound(ctx context.Context) (alone, beside *result, passes 
 	if err != nil {
 		return nil, nil, nil, 0, fmt.Errorf("puts beside reads: %w", err)
 	}
+	if err := errors.Join(errBefore, errAfter); err != nil {
+		return nil, nil, nil, 0, err
+	}
+	setNodeP99(beside, before, after)
 	return alone, beside, passes, pages, nil
 }
 

@@ -120,21 +120,32 @@ func (ph *phases) snapshotOnce(ctx context.Context, t *concordTarget) (write, re
 // readMetrics fetches a Prometheus text exposition and returns its samples
 // that have no labels, by name.
 func readMetrics(ctx context.Context, url string) (map[string]float64, error) {
+	var out map[string]float64
+	err := fetchMetrics(ctx, url, func(r io.Reader) (err error) {
+		out, err = parseMetrics(r)
+		return err
+	})
+	return out, err
+}
+
+// fetchMetrics fetches a Prometheus text exposition and hands its body to
+// parse.
+func fetchMetrics(ctx context.Context, url string, parse func(io.Reader) error) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
+		return fmt.Errorf("metrics: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("metrics: %s answered %s", url, resp.Status)
+		return fmt.Errorf("metrics: %s answered %s", url, resp.Status)
 	}
-	return parseMetrics(resp.Body)
+	return parse(resp.Body)
 }
 
 // parseMetrics reads the unlabelled samples of a Prometheus text
