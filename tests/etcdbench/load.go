@@ -40,8 +40,9 @@ type result struct {
 	// processes; ServerCPUByProcess splits it.
 	ServerCPUus        float64            `json:"server_cpu_us_per_op"`
 	ServerCPUByProcess map[string]float64 `json:"server_cpu_us_per_op_by_process"`
-	// ClientCPUus is this program's own CPU time per op: the load
-	// generator runs on the same cores.
+	// ClientCPUus is this program's own CPU time per op, its helper
+	// processes' included (config.helperPIDs): the load generator runs on
+	// the same cores.
 	ClientCPUus float64 `json:"client_cpu_us_per_op"`
 	// BusyPct is server plus client CPU as a share of all the machine's
 	// cores over the window; OtherPct is what every other process on the
@@ -102,8 +103,8 @@ func measure(ctx context.Context, cfg *config, system, workload string, ops []op
 			}
 		}()
 	}
-	before, err1 := sampleAt(ctx, ws, procs)
-	after, err2 := sampleAt(ctx, we, procs)
+	before, err1 := sampleAt(ctx, ws, procs, cfg.helperPIDs)
+	after, err2 := sampleAt(ctx, we, procs, cfg.helperPIDs)
 	wg.Wait()
 	if ctx.Err() != nil {
 		return result{}, ctx.Err()
@@ -149,7 +150,7 @@ func measure(ctx context.Context, cfg *config, system, workload string, ops []op
 }
 
 // cpuSample is the CPU time used so far by each process, by this program
-// and by the whole machine, at one moment.
+// (its helper processes included) and by the whole machine, at one moment.
 type cpuSample struct {
 	at      time.Time
 	procs   map[string]time.Duration
@@ -157,8 +158,9 @@ type cpuSample struct {
 	machine time.Duration
 }
 
-// sampleAt waits until t, then reads the CPU times.
-func sampleAt(ctx context.Context, t time.Time, procs []*proc) (cpuSample, error) {
+// sampleAt waits until t, then reads the CPU times; helpers' counts as
+// this program's own.
+func sampleAt(ctx context.Context, t time.Time, procs []*proc, helpers []int) (cpuSample, error) {
 	timer := time.NewTimer(time.Until(t))
 	defer timer.Stop()
 	select {
@@ -175,6 +177,13 @@ func sampleAt(ctx context.Context, t time.Time, procs []*proc) (cpuSample, error
 	}
 	if s.self, err = procCPU(strconv.Itoa(os.Getpid())); err != nil {
 		return s, err
+	}
+	for _, pid := range helpers {
+		d, err := procCPU(strconv.Itoa(pid))
+		if err != nil {
+			return s, fmt.Errorf("helper process %d: %w", pid, err)
+		}
+		s.self += d
 	}
 	if s.machine, err = machineCPU(); err != nil {
 		return s, err

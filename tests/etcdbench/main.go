@@ -58,6 +58,10 @@ type config struct {
 	// an operator listener (etcdbench scale: the snapshot metrics).
 	concordArgs []string
 	metrics     bool
+	// helperPIDs are this program's own other processes running beside a
+	// measurement (the scale phase's readers): their CPU time counts as
+	// the client's.
+	helperPIDs []int
 }
 
 // topology is a number of Concord nodes set against as many etcd members.
@@ -96,6 +100,13 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "echo-responder" {
 		if err := runEchoResponder(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "etcdbench echo-responder:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "scale-reader" {
+		if err := runScaleReader(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "etcdbench scale-reader:", err)
 			os.Exit(1)
 		}
 		return

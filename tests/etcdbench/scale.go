@@ -48,6 +48,10 @@ type scaleConfig struct {
 	putClients  int // closed-loop put clients, one request in flight each
 	putDuration time.Duration
 	warmup      time.Duration
+	// readersInProcess runs the readers as goroutines of this program,
+	// beside the put clients, rather than each in a process of its own
+	// (scale_reader.go says why not, by default).
+	readersInProcess bool
 
 	leases          int // leases of the expiry and of the keep-alive phases; 0 skips both
 	expiryTTL       int // seconds
@@ -83,8 +87,10 @@ against each, from this program:
   count     count_only over all keys (median of --count-tries)
   reads     put p50/p99 of --put-clients closed-loop clients, alone, then
             while --readers read the --read-keys keys of one prefix in
-            pages of --page-limit, back to back; --read-rounds times, and
-            the round whose p99 with reads ÷ without is the median shown
+            pages of --page-limit, back to back, each reader in a process
+            of its own (--readers-in-process: beside the put clients);
+            --read-rounds times, and the round whose p99 with reads ÷
+            without is the median shown
   rewrites  (--rewrites N, N >= 2) every key written N times in all; then
             memory, data directory, restart and snapshot again, and the
             restart and snapshot times after the rewrites ÷ after the load
@@ -120,6 +126,7 @@ func parseScaleFlags(args []string) (*scaleConfig, error) {
 	fs.IntVar(&cfg.readKeys, "read-keys", 100_000, "keys under the prefix the readers read (fewer if --keys is smaller)")
 	fs.IntVar(&cfg.pageLimit, "page-limit", 10_000, "limit of each page request of a read (Concord also cuts a page at its reply size bound)")
 	fs.IntVar(&cfg.readers, "readers", 1, "readers reading the prefix back to back beside the puts")
+	fs.BoolVar(&cfg.readersInProcess, "readers-in-process", false, "run the readers in this program's process, beside the put clients, not each in a process of its own")
 	fs.IntVar(&cfg.readRounds, "read-rounds", 5, "rounds of the reads phase, each puts alone then beside the readers; the round whose p99 ratio is the median is shown")
 	fs.IntVar(&cfg.putClients, "put-clients", 32, "closed-loop put clients, each on its own connection with one request in flight")
 	fs.DurationVar(&cfg.putDuration, "put-duration", 10*time.Second, "measurement window of the puts, with and without readers")

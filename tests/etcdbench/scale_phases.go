@@ -370,10 +370,44 @@ func (ph *phases) readRound(ctx context.Context) (alone, beside *result, passes 
 
 	want := cfg.readPrefixKeys()
 	rctx, stop := context.WithCancel(ctx)
+	defer stop()
 	var mu sync.Mutex
 	var readErr error
+	fail := func(err error) {
+		mu.Lock()
+		if readErr == nil {
+			readErr = err
+		}
+		mu.Unlock()
+		stop()
+	}
+	pass := func(ms float64, pp int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if rctx.Err() == nil { // a pass that ends after the window is not counted
+			passes = append(passes, ms)
+			pages = pp
+		}
+	}
 	var wg sync.WaitGroup
 	for r := range cfg.readers {
+		if !cfg.readersInProcess {
+			rp, err := startReaderProc(rctx, ph.res.System, ph.s.urls[0], cfg.pageLimit, want, pass)
+			if err != nil {
+				stop()
+				wg.Wait()
+				return nil, nil, nil, 0, fmt.Errorf("reads: %w", err)
+			}
+			mcfg.helperPIDs = append(mcfg.helperPIDs, rp.pid())
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := rp.wait(rctx); err != nil {
+					fail(err)
+				}
+			}()
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -384,19 +418,14 @@ func (ph *phases) readRound(ctx context.Context) (alone, beside *result, passes 
 				if rctx.Err() != nil {
 					return // stopped mid-pass: not counted
 				}
-				mu.Lock()
 				if err == nil && keys != want {
 					err = fmt.Errorf("a pass read %d keys under %s, want %d", keys, readPrefix, want)
 				}
 				if err != nil {
-					readErr = err
-					mu.Unlock()
-					stop()
+					fail(err)
 					return
 				}
-				passes = append(passes, float64(d)/float64(time.Millisecond))
-				pages = pp
-				mu.Unlock()
+				pass(float64(d)/float64(time.Millisecond), pp)
 			}
 		}()
 	}
