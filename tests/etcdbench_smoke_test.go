@@ -323,6 +323,54 @@ func TestEtcdbenchSmokeRefuses(t *testing.T) {
 	}
 }
 
+// `etcdbench scale` at a few hundred keys, Concord only, every phase but
+// the leases' and the rewrites': it reads the prefix in the pages asked
+// for, with the reader in a process of its own that is gone at the end.
+func TestEtcdbenchSmokeScaleConcordOnly(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "scale.json")
+	r := startEtcdbench(t, "scale", "--concord", binPath, "--only-concord", "--keys", "300", "--read-keys", "100",
+		"--page-limit", "30", "--leases", "0", "--clients", "2", "--inflight", "2", "--put-clients", "2",
+		"--restart-tries", "1", "--snapshot-tries", "1", "--count-tries", "1", "--read-rounds", "1",
+		"--put-duration", "500ms", "--warmup", "100ms", "--settle", "0s", "--json-file", out)
+	if code := r.wait(t, 5*time.Minute); code != 0 {
+		t.Fatalf("exit code %d\nstdout:\n%s", code, r.stdout.Bytes())
+	}
+	// The node, the node again after its kill -9, and the reader, which
+	// runs as a process of its own.
+	r.checkNothingLeft(t, 3)
+	if !strings.Contains(r.errText(), "started concord reader 1 (pid ") {
+		t.Error("the driver did not start a reader process")
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Concord struct {
+			PutAlone *ebResult `json:"put_no_reads"`
+			PutReads *ebResult `json:"put_with_reads"`
+			Passes   int       `json:"read_passes"`
+			Pages    int       `json:"read_pages_per_pass"`
+			Growths  []float64 `json:"put_p99_with_reads_over_without_rounds"`
+		} `json:"concord"`
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("--json-file: %v\n%s", err, data)
+	}
+	c := rep.Concord
+	if c.Passes < 1 || c.Pages != 4 { // 100 keys in pages of 30
+		t.Errorf("%d passes of %d pages, want at least 1 of 4", c.Passes, c.Pages)
+	}
+	if len(c.Growths) != 1 || c.Growths[0] <= 0 {
+		t.Errorf("ratios by round %v, want one", c.Growths)
+	}
+	for _, x := range []*ebResult{c.PutAlone, c.PutReads} {
+		if x == nil || x.Ops < 1 || x.Errors != 0 || x.P99ms <= 0 || x.ClientCPUus <= 0 {
+			t.Errorf("puts: %+v", x)
+		}
+	}
+}
+
 // Ctrl-C in the middle of a measurement stops every server and removes the
 // data, and the driver exits with 130.
 func TestEtcdbenchSmokeInterrupt(t *testing.T) {

@@ -398,6 +398,7 @@ func (ph *phases) readRound(ctx context.Context) (alone, beside *result, passes 
 				wg.Wait()
 				return nil, nil, nil, 0, fmt.Errorf("reads: %w", err)
 			}
+			logf("started %s reader %d (pid %d)", ph.res.System, r+1, rp.pid())
 			mcfg.helperPIDs = append(mcfg.helperPIDs, rp.pid())
 			wg.Add(1)
 			go func() {
