@@ -27,8 +27,8 @@ import (
 // window beside the reads against 31 without, 9.5% of the window marking
 // and 0.2 s of it stopped for the world, every put in flight waiting
 // (GODEBUG=gctrace=1 on the benchmark, 2026-12-05). That is the client
-// timing itself, not the server: an application that reads a large prefix
-// is seldom the one whose writes it stalls. In a process of its own the
+// timing itself, not the server: the writers a large read could stall are
+// seldom in the reader's own process. In a process of its own the
 // reader still takes its share of the machine's cores, as it should; its
 // CPU time counts as the benchmark's own (config.helperPIDs).
 
