@@ -26,6 +26,10 @@ import (
 // cannot rot. With CONCORD_TEST_ETCD=1 and etcd on PATH, one more test runs
 // the comparison itself.
 
+// concordBinVar tells the driver's own tests where the concord binary is
+// (tests/etcdbench/scale_reader_test.go), so they need not build it again.
+const concordBinVar = "CONCORD_TEST_BINARY"
+
 var (
 	etcdbenchOnce sync.Once
 	etcdbenchPath string
@@ -41,6 +45,8 @@ func etcdbench(t *testing.T) string {
 		for _, args := range [][]string{{"vet", "./..."}, {"test", "-count=1", "./..."}, {"build", "-o", path, "."}} {
 			p := newProc(t, 10*time.Minute, "go", args...)
 			p.cmd.Dir = "etcdbench"
+			// Its tests that need a node use the binary built here.
+			p.cmd.Env = append(p.cmd.Env, concordBinVar+"="+binPath)
 			if out, err := p.combinedOutput(); err != nil {
 				etcdbenchErr = "go " + strings.Join(args, " ") + " in tests/etcdbench: " + err.Error() + "\n" + string(out)
 				return

@@ -13,7 +13,6 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -63,7 +62,7 @@ func runScaleReader(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	// One connection: scaleConns is max(clients, putClients+readers).
+	// One connection (scaleConns).
 	cfg := &scaleConfig{pageLimit: *pageLimit, clients: 1}
 	var t scaleTarget = newConcordTarget(cfg, *addr)
 	if *system == "etcd" {
@@ -176,15 +175,14 @@ func (r *readerProc) wait(ctx context.Context) error {
 }
 
 // limitedWriter keeps the first n bytes written to it and drops the rest.
+// os/exec writes a child's stderr from one goroutine, and the reader's
+// wait reads it only after cmd.Wait, so it needs no lock.
 type limitedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-	n  int
+	w io.Writer
+	n int
 }
 
 func (l *limitedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if k := min(len(p), l.n); k > 0 {
 		l.n -= k
 		if _, err := l.w.Write(p[:k]); err != nil {

@@ -97,10 +97,14 @@ var (
 	concordErr  error
 )
 
-// buildConcord builds the concord binary once for the tests that need a
-// real server.
+// buildConcord returns the concord binary for the tests that need a real
+// server: the one CONCORD_TEST_BINARY names (make test's black-box tests
+// build it before they run these), or one built here once.
 func buildConcord(t *testing.T) string {
 	t.Helper()
+	if p := os.Getenv("CONCORD_TEST_BINARY"); p != "" {
+		return p
+	}
 	concordOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "etcdbench-concord-")
 		if err != nil {

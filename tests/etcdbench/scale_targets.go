@@ -49,8 +49,15 @@ type scaleTarget interface {
 }
 
 // scaleConns is how many clients a target opens: enough for the load and
-// for the puts beside the readers.
-func (cfg *scaleConfig) scaleConns() int { return max(cfg.clients, cfg.putClients+cfg.readers) }
+// for the puts beside the readers, and for the readers when they run in
+// this process.
+func (cfg *scaleConfig) scaleConns() int {
+	readers := 0
+	if cfg.readersInProcess {
+		readers = cfg.readers
+	}
+	return max(cfg.clients, cfg.putClients+readers)
+}
 
 // renewal is a set of leases being kept alive in the background.
 type renewal struct {
