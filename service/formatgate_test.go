@@ -360,7 +360,7 @@ func TestSnapshotVersionWaitsForEveryMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	restored := newStateMachine(func([]schema.Event) {})
+	restored := newStateMachine(func(uint64, []schema.Event) {})
 	if err := restored.Restore(rc); err != nil {
 		t.Fatalf("restore the older version: %v", err)
 	}

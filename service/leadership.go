@@ -67,7 +67,7 @@ func (s *Service) runLeadership(ctx context.Context) {
 				term = nil
 			} else { // a fenced leader that lost leadership
 				s.unsubscribe()
-				s.pub.enabled.Store(false)
+				s.pub.stop()
 			}
 		}
 	}
@@ -76,8 +76,10 @@ func (s *Service) runLeadership(ctx context.Context) {
 // becomeLeader makes sure every older entry is applied, starts the lease
 // clock where the log left it, and only then starts serving.
 func (s *Service) becomeLeader(ctx context.Context) *leaderTerm {
-	// Events of every entry applied from now on are ours to publish.
-	s.pub.enabled.Store(true)
+	// Events of the entries of this term are ours to publish; older
+	// terms' entries, applied again or for the first time, are not
+	// (publisher.go).
+	s.pub.lead(s.raft.CurrentTerm())
 	applied := false
 	retry(ctx, 100*time.Millisecond, 100*time.Millisecond, func() bool {
 		err := await(ctx, s.raft.Barrier(s.cfg.ApplyTimeout))
@@ -92,7 +94,7 @@ func (s *Service) becomeLeader(ctx context.Context) *leaderTerm {
 		return false
 	})
 	if !applied {
-		s.pub.enabled.Store(false)
+		s.pub.stop()
 		return nil
 	}
 	var base int64
@@ -103,7 +105,7 @@ func (s *Service) becomeLeader(ctx context.Context) *leaderTerm {
 	if !s.clock.startAt(base) {
 		// Another cluster serves this prefix: the loop pauses, as it
 		// does for a term that was running when the conflict began.
-		s.pub.enabled.Store(false)
+		s.pub.stop()
 		return nil
 	}
 	s.metrics.clockExtension.Observe(s.sm.sinceClockMoved(s.started).Seconds())
@@ -134,7 +136,7 @@ func (s *Service) becomeLeader(ctx context.Context) *leaderTerm {
 func (s *Service) stepDown(term *leaderTerm) {
 	s.unsubscribe()
 	s.endTerm(term)
-	s.pub.enabled.Store(false)
+	s.pub.stop()
 	s.log.Info("no longer leading", "node", s.cfg.NodeID)
 }
 

@@ -14,14 +14,25 @@ import (
 )
 
 // publisher sends watch events from one goroutine, in the order the state
-// machine applied them, so every subscriber sees revisions in order. Only
-// the leader publishes; enabled is switched with leadership.
+// machine applied them, so every subscriber sees revisions in order.
+//
+// An event goes out once. The rule: a node publishes the changes of the
+// entries appended in the term it leads, and only while it leads it. Every
+// term has one leader, so no change is published by two nodes; and a change
+// this node applies again (the log replayed after a restart, or entries of
+// an older term that it applies once it leads) was appended in an older
+// term, so it is not published again. The price is that a change of an
+// older term that its leader did not live to publish goes out from no
+// node: a watcher sees the gap in the revisions of the next event and
+// fills it from kv.changes (client.Watch does).
 type publisher struct {
-	nc      *nats.Conn
-	names   subjects.Names
-	log     *slog.Logger
-	ch      chan []schema.Event
-	enabled atomic.Bool
+	nc    *nats.Conn
+	names subjects.Names
+	log   *slog.Logger
+	ch    chan []schema.Event
+	// term is the Raft term this node leads and publishes the entries of;
+	// 0 while it publishes nothing.
+	term atomic.Uint64
 	// published counts events handed to NATS.
 	published prometheus.Counter
 	done      chan struct{} // closed when run returns
@@ -33,9 +44,16 @@ func newPublisher(nc *nats.Conn, names subjects.Names, log *slog.Logger, publish
 	return &publisher{nc: nc, names: names, log: log, published: published, ch: make(chan []schema.Event, 4096), done: make(chan struct{})}
 }
 
-// enqueue is called by the state machine in log order.
-func (p *publisher) enqueue(events []schema.Event) {
-	if !p.enabled.Load() {
+// lead makes the publisher send the events of entries appended in term.
+func (p *publisher) lead(term uint64) { p.term.Store(term) }
+
+// stop makes the publisher send nothing more.
+func (p *publisher) stop() { p.term.Store(0) }
+
+// enqueue is called by the state machine in log order with the events of
+// an entry appended in term.
+func (p *publisher) enqueue(term uint64, events []schema.Event) {
+	if t := p.term.Load(); t == 0 || t != term {
 		return
 	}
 	select {

@@ -25,7 +25,7 @@ type inmemNode struct {
 
 func startInmemNode(t *testing.T) *inmemNode {
 	t.Helper()
-	n := &inmemNode{store: raft.NewInmemStore(), sm: newStateMachine(func([]schema.Event) {})}
+	n := &inmemNode{store: raft.NewInmemStore(), sm: newStateMachine(func(uint64, []schema.Event) {})}
 	addr, trans := raft.NewInmemTransport("")
 	conf := raft.DefaultConfig()
 	conf.LocalID = "n1"

@@ -308,7 +308,7 @@ func (s *Service) Close() error {
 		// No more events: an apply must not wait on a publisher that is
 		// stopping, or Raft's shutdown would wait on the apply.
 		if s.pub != nil {
-			s.pub.enabled.Store(false)
+			s.pub.stop()
 		}
 		s.cancel()
 		if s.raft != nil {

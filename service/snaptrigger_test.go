@@ -57,7 +57,7 @@ func batchLog(t testing.TB, index uint64, keys ...string) *raft.Log {
 // snapshot pays what it holds and no more, a failed one pays nothing, and
 // a restore starts from nothing.
 func TestReplayDebtCountsCommands(t *testing.T) {
-	m := newStateMachine(func([]schema.Event) {})
+	m := newStateMachine(func(uint64, []schema.Event) {})
 	debt := func(want uint64) {
 		t.Helper()
 		if got, _ := m.replayDebt(); got != want {

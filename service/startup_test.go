@@ -61,7 +61,7 @@ func (w *watchedReader) Read(b []byte) (int, error) {
 func TestRestoreReportsProgress(t *testing.T) {
 	data := snapshotBytes(t)
 	s := &Service{}
-	s.sm = newStateMachine(func([]schema.Event) {})
+	s.sm = newStateMachine(func(uint64, []schema.Event) {})
 	opened := &sizedReader{ReadCloser: io.NopCloser(iotest.OneByteReader(bytes.NewReader(data))), size: int64(len(data)), restore: &s.restore}
 	w := &watchedReader{ReadCloser: opened, s: s}
 	if err := (raftFSM{stateMachine: s.sm, s: s}).Restore(w); err != nil {
@@ -109,7 +109,7 @@ func TestPauseHoldsRestore(t *testing.T) {
 	done := make(chan struct{})
 	defer close(done)
 	s := &Service{pause: &testPause{path: path, log: slog.New(slog.NewTextHandler(io.Discard, nil)), done: done}}
-	s.sm = newStateMachine(func([]schema.Event) {})
+	s.sm = newStateMachine(func(uint64, []schema.Event) {})
 	opened := &sizedReader{ReadCloser: io.NopCloser(iotest.OneByteReader(bytes.NewReader(data))), size: int64(len(data)), restore: &s.restore}
 	restored := make(chan error, 1)
 	go func() { restored <- (raftFSM{stateMachine: s.sm, s: s}).Restore(opened) }()

@@ -29,8 +29,9 @@ type stateMachine struct {
 	cachedView *fsm.View
 
 	applied appliedIndex
-	// onEvents is called from the Raft FSM goroutine, in log order, outside mu.
-	onEvents func([]schema.Event)
+	// onEvents is called from the Raft FSM goroutine, in log order, outside
+	// mu, with the term of the entry the events come from.
+	onEvents func(term uint64, events []schema.Event)
 	// onResult, when set, sees the result of every command after index
 	// countFrom and the lease-clock time it applied at, on the FSM
 	// goroutine, outside mu (telemetry). Entries up to countFrom were in
@@ -61,7 +62,7 @@ type stateMachine struct {
 
 var _ raft.BatchingFSM = (*stateMachine)(nil)
 
-func newStateMachine(onEvents func([]schema.Event)) *stateMachine {
+func newStateMachine(onEvents func(uint64, []schema.Event)) *stateMachine {
 	return &stateMachine{state: fsm.New(), onEvents: onEvents, applied: newAppliedIndex()}
 }
 
@@ -107,7 +108,7 @@ func (m *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 		for j := range rs {
 			r := &rs[j]
 			if len(r.Events) > 0 {
-				m.onEvents(r.Events)
+				m.onEvents(logs[i].Term, r.Events)
 			}
 			// Telemetry counts commands, not entries.
 			if m.onResult != nil && logs[i].Index > m.countFrom {

@@ -41,7 +41,7 @@ func prefixKeys(v *fsm.View) []string {
 // the next read take a new one, which shows the change, while a view
 // already handed out keeps its moment.
 func TestStateMachineViewFollowsApplies(t *testing.T) {
-	m := newStateMachine(func([]schema.Event) {})
+	m := newStateMachine(func(uint64, []schema.Event) {})
 	m.ApplyBatch([]*raft.Log{putLog(t, 1, "a")})
 	v1 := m.view()
 	if m.view() != v1 {
@@ -86,7 +86,7 @@ func TestStateMachineViewFollowsApplies(t *testing.T) {
 // a reader gets is a state the log went through: its revision counts its
 // keys (one new key per entry), and its keys are the first that many.
 func TestStateMachineViewsBesideApplies(t *testing.T) {
-	m := newStateMachine(func([]schema.Event) {})
+	m := newStateMachine(func(uint64, []schema.Event) {})
 	const entries = 2000
 	var wg sync.WaitGroup
 	done := make(chan struct{})
@@ -139,7 +139,7 @@ const applyPause = 100 * time.Microsecond
 // thousand puts as a leader's would be.
 func loadPrefix(b *testing.B, keys int) (*stateMachine, json.RawMessage) {
 	b.Helper()
-	m := newStateMachine(func([]schema.Event) {})
+	m := newStateMachine(func(uint64, []schema.Event) {})
 	value := json.RawMessage(`"` + strings.Repeat("v", 98) + `"`)
 	var index uint64
 	batch := make([][]byte, 0, 1000)
