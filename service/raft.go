@@ -3,9 +3,6 @@ package service
 import (
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -36,8 +33,8 @@ const maxAppendEntries = 64
 // asking the cluster on the bus to add this node (joining).
 func (s *Service) startRaft() error {
 	dir := s.cfg.DataDir
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("create data directory: %w", err)
+	if err := datadir.Create(dir); err != nil {
+		return err
 	}
 	if err := datadir.CheckNodeID(dir, s.cfg.NodeID); err != nil {
 		return err
@@ -50,12 +47,19 @@ func (s *Service) startRaft() error {
 		return err
 	}
 	s.store = store
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, datadir.SnapshotsRetained, hlog)
+	torn, err := datadir.RemoveTornSnapshots(dir)
+	for _, p := range torn {
+		s.log.Warn("removed a snapshot that a crash left half-written", "path", p)
+	}
 	if err != nil {
-		return fmt.Errorf("snapshot store: %w", err)
+		return err
+	}
+	snaps, err := datadir.OpenSnapshotStore(dir, hlog)
+	if err != nil {
+		return err
 	}
 	s.snaps = snaps
-	if err := removeTornSnapshots(dir, s.log); err != nil {
+	if err := checkLogCovered(dir, store, snaps); err != nil {
 		return err
 	}
 	stream, err := newStreamLayer(s.cfg.RaftAddr)
@@ -276,23 +280,16 @@ func (s *Service) adoptLegacyClusterID() error {
 	return datadir.WriteClusterID(s.cfg.DataDir, id)
 }
 
-// removeTornSnapshots deletes the snapshots a crash left half-written.
-// Raft writes a snapshot into <id>.tmp and renames it once complete, and
-// ignores a .tmp directory when it lists snapshots, but never deletes one:
-// each kill during a snapshot write would leave a snapshot's worth of disk
-// behind for good. Nothing reads them (Raft's log still holds every entry
-// the torn snapshot covered), and no other process writes here: the log
-// store holds the data directory's lock.
-func removeTornSnapshots(dir string, log *slog.Logger) error {
-	torn, err := filepath.Glob(filepath.Join(dir, "snapshots", "*.tmp"))
+// checkLogCovered refuses a log compacted past every readable snapshot
+// (datadir.CheckLogCovered), which raft.NewRaft would meet with a panic.
+func checkLogCovered(dir string, logs raft.LogStore, snaps raft.SnapshotStore) error {
+	first, err := logs.FirstIndex()
 	if err != nil {
-		return fmt.Errorf("look for torn snapshots: %w", err)
+		return fmt.Errorf("read the log's first index: %w", err)
 	}
-	for _, t := range torn {
-		if err := os.RemoveAll(t); err != nil {
-			return fmt.Errorf("remove a torn snapshot: %w", err)
-		}
-		log.Warn("removed a snapshot that a crash left half-written", "path", t)
+	last, err := logs.LastIndex()
+	if err != nil {
+		return fmt.Errorf("read the log's last index: %w", err)
 	}
-	return nil
+	return datadir.CheckLogCovered(dir, snaps, first, last)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/hashicorp/go-hclog"
 	"hash"
 	"io"
 	"net"
@@ -159,9 +160,9 @@ func seedDataDir(opts RestoreOptions, existed bool, clusterID string, payload io
 // verified is refused.
 func writeSeedSnapshot(dir string, opts RestoreOptions, payload io.Reader, h Header) error {
 	// The same store, with the same retention, as the node's.
-	snaps, err := raft.NewFileSnapshotStore(dir, datadir.SnapshotsRetained, io.Discard)
+	snaps, err := datadir.OpenSnapshotStore(dir, hclog.NewNullLogger())
 	if err != nil {
-		return fmt.Errorf("restore: snapshot store: %w", err)
+		return fmt.Errorf("restore: %w", err)
 	}
 	addr := raft.ServerAddress(opts.RaftAddr)
 	// The transport only encodes the configuration's peers for the

@@ -43,22 +43,70 @@ const SnapshotsRetained = 1
 // ErrNodeIDMismatch reports a data directory that belongs to another node.
 var ErrNodeIDMismatch = errors.New("data directory belongs to another node")
 
+// ErrTornFile reports a file of the data directory that a crash or power
+// cut tore while it was written: empty, or cut short of the newline that
+// ends every such file. Releases before the one that made these writes
+// durable could leave one (the name reached the disk, the content not).
+var ErrTornFile = errors.New("torn file in the data directory")
+
 // CheckNodeID records the node id in dir on first start and refuses a
 // different one later (ErrNodeIDMismatch): Raft knows this node by that id.
+// The record is durable before anything else is written (writeFileSync),
+// so a power cut leaves no file or the whole one; a torn file from an
+// older release is ErrTornFile, with what to do.
 func CheckNodeID(dir, id string) error {
 	path := filepath.Join(dir, NodeIDFile)
 	b, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
+		if err := writeFileSync(path, []byte(id+"\n")); err != nil {
 			return fmt.Errorf("record node id: %w", err)
 		}
 		return nil
 	case err != nil:
 		return fmt.Errorf("read node id: %w", err)
 	}
+	if !bytes.HasSuffix(b, []byte("\n")) || len(bytes.TrimSpace(b)) == 0 {
+		return fmt.Errorf("%w: %s holds %q, not a whole node id: a crash or power cut during the node's first start tore it. "+
+			"If this directory was first started as node %q, delete that file and start again; "+
+			"otherwise start it with the --node-id it was first started with, or remove the directory and join the cluster anew",
+			ErrTornFile, path, b, id)
+	}
 	if got := string(bytes.TrimSpace(b)); got != id {
 		return fmt.Errorf("%w: %s holds node %q, not %q", ErrNodeIDMismatch, dir, got, id)
+	}
+	return nil
+}
+
+// Create makes the data directory dir if it does not exist and makes its
+// name durable (a sync of the directory that holds it): what Raft and this
+// package write inside must not outlive, after a power cut, the name of
+// the directory that holds it.
+func Create(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create data directory: %w", err)
+	}
+	if err := SyncDir(filepath.Dir(dir)); err != nil {
+		return fmt.Errorf("create data directory: %w", err)
+	}
+	return nil
+}
+
+// SyncDir makes the names in dir durable: on a filesystem that keeps
+// directory changes apart from file data (every one but ext4 and xfs in
+// their default modes), a created, renamed or removed name survives a
+// power cut only once its directory is synced.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err == nil {
+		err = d.Sync()
+		d.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
 	}
 	return nil
 }
@@ -108,12 +156,7 @@ func writeFileSync(path string, data []byte) error {
 		os.Remove(tmp)
 		return err
 	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return SyncDir(filepath.Dir(path))
 }
 
 // NewClusterID makes a cluster id.

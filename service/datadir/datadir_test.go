@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 )
 
@@ -28,6 +29,9 @@ func TestCheckNodeID(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, NodeIDFile)); string(b) != "n1\n" {
 		t.Fatalf("a refused id changed the file: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(dir, NodeIDFile+".tmp")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the temporary file of the durable write is left: %v", err)
 	}
 	if err := CheckNodeID(filepath.Join(dir, "missing"), "n1"); err == nil {
 		t.Fatal("a directory that does not exist was accepted")
@@ -113,7 +117,7 @@ func TestSnapshotFrame(t *testing.T) {
 // the node opens (the same retention), and closes it unless cut is set,
 // in which case only half of data is written and the sink is left open,
 // as a crash during the write would leave it.
-func snapshotOf(t *testing.T, store *raft.FileSnapshotStore, index uint64, data string, cut bool) {
+func snapshotOf(t *testing.T, store raft.SnapshotStore, index uint64, data string, cut bool) {
 	t.Helper()
 	_, trans := raft.NewInmemTransport("127.0.0.1:1")
 	t.Cleanup(func() { trans.Close() })
@@ -151,7 +155,7 @@ func snapshotDirs(t *testing.T, dir string) []string {
 }
 
 // openSnapshot returns the data of the newest snapshot the store lists.
-func openSnapshot(t *testing.T, store *raft.FileSnapshotStore) (uint64, string) {
+func openSnapshot(t *testing.T, store raft.SnapshotStore) (uint64, string) {
 	t.Helper()
 	list, err := store.List()
 	if err != nil || len(list) == 0 {
@@ -173,7 +177,7 @@ func openSnapshot(t *testing.T, store *raft.FileSnapshotStore) (uint64, string) 
 // only once the newer is complete.
 func TestOneSnapshotRetained(t *testing.T) {
 	dir := t.TempDir()
-	store, err := raft.NewFileSnapshotStore(dir, SnapshotsRetained, io.Discard)
+	store, err := OpenSnapshotStore(dir, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +195,7 @@ func TestOneSnapshotRetained(t *testing.T) {
 // in place: a store opened again, as after a crash, lists and opens it.
 func TestSnapshotCutShortKeepsThePreviousOne(t *testing.T) {
 	dir := t.TempDir()
-	store, err := raft.NewFileSnapshotStore(dir, SnapshotsRetained, io.Discard)
+	store, err := OpenSnapshotStore(dir, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +204,7 @@ func TestSnapshotCutShortKeepsThePreviousOne(t *testing.T) {
 	if dirs := snapshotDirs(t, dir); len(dirs) != 2 || !strings.HasSuffix(dirs[1], ".tmp") && !strings.HasSuffix(dirs[0], ".tmp") {
 		t.Fatalf("snapshot directories during the second write: %v", dirs)
 	}
-	again, err := raft.NewFileSnapshotStore(dir, SnapshotsRetained, io.Discard)
+	again, err := OpenSnapshotStore(dir, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,5 +224,56 @@ func TestSnapshotCutShortKeepsThePreviousOne(t *testing.T) {
 	}
 	if finished != 1 {
 		t.Fatalf("finished snapshots: %v", snapshotDirs(t, dir))
+	}
+}
+
+// A node-id file a power cut tore (the name durable, the content not, as
+// releases that wrote it without a sync could leave it) is reported as
+// torn, with what to do, and left alone; it is not blamed on the user as
+// another node's directory.
+func TestCheckNodeIDTorn(t *testing.T) {
+	for _, content := range []string{"", "n", "\n", "   \n"} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, NodeIDFile)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		err := CheckNodeID(dir, "n1")
+		if !errors.Is(err, ErrTornFile) || errors.Is(err, ErrNodeIDMismatch) {
+			t.Fatalf("node-id %q: %v, want ErrTornFile", content, err)
+		}
+		for _, words := range []string{"power cut", `first started as node "n1", delete that file`} {
+			if !strings.Contains(err.Error(), words) {
+				t.Fatalf("node-id %q: %q does not say %q", content, err, words)
+			}
+		}
+		if b, _ := os.ReadFile(path); string(b) != content {
+			t.Fatalf("node-id %q changed to %q", content, b)
+		}
+	}
+}
+
+// Create makes a data directory, nested too, and leaves an existing one
+// as it is.
+func TestCreate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a", "data")
+	if err := Create(dir); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("created %v, %v", fi, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "f"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := Create(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "f")); err != nil {
+		t.Fatalf("an existing directory was not left alone: %v", err)
+	}
+	file := filepath.Join(dir, "f")
+	if err := Create(filepath.Join(file, "sub")); err == nil {
+		t.Fatal("a data directory under a file was made")
 	}
 }
