@@ -44,7 +44,7 @@ func (s *Service) runExpirer(ctx context.Context) {
 		})
 		wait := tick
 		if haveLeases && (len(expired) > 0 || time.Since(lastProposal) >= tick) {
-			err := s.proposeExpire(now, expired)
+			err := s.proposeExpire(ctx, now, expired)
 			if err == nil {
 				s.observeTick(start, len(expired), leases)
 			}
@@ -77,7 +77,7 @@ func (s *Service) runExpirer(ctx context.Context) {
 
 // proposeExpire proposes the expiry of ids (a tick when empty) and waits for
 // every batch to apply.
-func (s *Service) proposeExpire(now int64, ids []int64) error {
+func (s *Service) proposeExpire(ctx context.Context, now int64, ids []int64) error {
 	var futures []raft.ApplyFuture
 	for first := true; first || len(ids) > 0; first = false {
 		n := min(len(ids), s.cfg.ExpireBatch)
@@ -88,9 +88,12 @@ func (s *Service) proposeExpire(now int64, ids []int64) error {
 		ids = ids[n:]
 		futures = append(futures, s.raft.Apply(data, s.cfg.ApplyTimeout))
 	}
+	// Waited for with the term's ctx: an entry Raft had queued but not
+	// taken when it shut down is never answered (raft v1.8.0 leaves such a
+	// future's ShutdownCh unset), and the node's Close waits for the term.
 	var firstErr error
 	for _, f := range futures {
-		if err := f.Error(); err != nil && firstErr == nil {
+		if err := await(ctx, f); err != nil && firstErr == nil {
 			firstErr = err
 		}
 	}

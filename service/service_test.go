@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -183,14 +184,14 @@ func TestProposeExpireBatches(t *testing.T) {
 		ids[i] = int64(1000 + i) // unknown leases: each batch applies as a no-op
 	}
 	before := s.raft.LastIndex()
-	if err := s.proposeExpire(now, ids); err != nil {
+	if err := s.proposeExpire(context.Background(), now, ids); err != nil {
 		t.Fatal(err)
 	}
 	if got := s.raft.LastIndex() - before; got != 3 {
 		t.Fatalf("120 expirations took %d log entries, want 3 (50+50+20)", got)
 	}
 	before = s.raft.LastIndex()
-	if err := s.proposeExpire(now, nil); err != nil {
+	if err := s.proposeExpire(context.Background(), now, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := s.raft.LastIndex() - before; got != 1 {
