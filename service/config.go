@@ -100,6 +100,12 @@ type Config struct {
 	SnapshotInterval  time.Duration
 	TrailingLogs      uint64
 
+	// WALSegmentMB is the size in MiB of each Raft log segment file, which
+	// raft-wal preallocates in full when it starts one: the disk must have
+	// room for one more segment (64 MiB by default), so a small disk wants
+	// small segments. It is a soft limit: an entry never splits.
+	WALSegmentMB int
+
 	// Limits.
 	MinTTL           int64 // seconds
 	MaxKeyBytes      int
@@ -181,6 +187,7 @@ func DefaultConfig() Config {
 		SnapshotThreshold:      8192,
 		SnapshotInterval:       30 * time.Second,
 		TrailingLogs:           10240,
+		WALSegmentMB:           64,
 		MinTTL:                 schema.DefaultMinTTL,
 		MaxKeyBytes:            subjects.MaxKeyBytes,
 		MaxValueBytes:          schema.DefaultMaxValueBytes,
@@ -242,6 +249,8 @@ func (c *Config) fillDefaults() {
 
 func (c *Config) validate() error {
 	switch {
+	case c.WALSegmentMB < 1 || c.WALSegmentMB > 1024:
+		return fmt.Errorf("%w: --wal-segment-mb %d is outside 1 to 1024", ErrConfig, c.WALSegmentMB)
 	case c.TickInterval < 10*time.Millisecond:
 		return fmt.Errorf("%w: tick interval %s is below 10ms", ErrConfig, c.TickInterval)
 	case c.ExpireBatch < 1:

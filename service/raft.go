@@ -42,7 +42,7 @@ func (s *Service) startRaft() error {
 	hlog := newRaftLogger(s.log.With("component", "raft"))
 	s.phase.Store(int32(phaseOpeningLog))
 	// Migrates a data directory of an older release on its first start.
-	store, err := logstore.Open(dir, logstore.Options{Logger: hlog, Metrics: s.metrics.wal})
+	store, err := logstore.Open(dir, logstore.Options{Logger: hlog, Metrics: s.metrics.wal, SegmentBytes: s.cfg.WALSegmentMB << 20})
 	if err != nil {
 		return err
 	}

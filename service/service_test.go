@@ -224,9 +224,11 @@ func TestConfigRejectsNonsense(t *testing.T) {
 		"prefix": func(c *Config) { c.SubjectPrefix = "a.>" },
 		"ttl":    func(c *Config) { c.MinTTL = -1 },
 		// A share of 0 is the default; below 0.1 a listing would crawl.
-		"listing share small": func(c *Config) { c.ListingShare = 0.05 },
-		"listing share big":   func(c *Config) { c.ListingShare = 1.5 },
-		"listing share NaN":   func(c *Config) { c.ListingShare = math.NaN() },
+		"listing share small":  func(c *Config) { c.ListingShare = 0.05 },
+		"listing share big":    func(c *Config) { c.ListingShare = 1.5 },
+		"listing share NaN":    func(c *Config) { c.ListingShare = math.NaN() },
+		"wal segment negative": func(c *Config) { c.WALSegmentMB = -1 },
+		"wal segment huge":     func(c *Config) { c.WALSegmentMB = 2048 },
 	} {
 		cfg := DefaultConfig()
 		mod(&cfg)

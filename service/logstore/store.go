@@ -91,6 +91,9 @@ type Options struct {
 	// Metrics receives the WAL's counters (wal.MetricDefinitions); nil
 	// drops them.
 	Metrics metrics.Collector
+	// SegmentBytes is the size of each segment file; 0 is raft-wal's
+	// default (64 MiB). Segments already written keep their size.
+	SegmentBytes int
 }
 
 // Store is the WAL, a raft.LogStore and raft.StableStore, holding the data
@@ -137,15 +140,15 @@ func open(dataDir string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create the raft log directory: %w", err)
 	}
-	return openWAL(dir, opts.Logger, opts.Metrics)
+	return openWAL(dir, opts)
 }
 
 // openWAL opens the WAL in dir. It owns the meta store so that it can close
 // it when wal.Open fails after opening it: the bbolt file stays locked
 // while open.
-func openWAL(dir string, log hclog.Logger, m metrics.Collector) (*Store, error) {
+func openWAL(dir string, opts Options) (*Store, error) {
 	meta := &metadb.BoltMetaDB{}
-	w, err := wal.Open(dir, wal.WithMetaStore(meta), wal.WithLogger(log.Named("wal")), wal.WithMetricsCollector(m))
+	w, err := wal.Open(dir, wal.WithMetaStore(meta), wal.WithLogger(opts.Logger.Named("wal")), wal.WithMetricsCollector(opts.Metrics), wal.WithSegmentSize(opts.SegmentBytes))
 	if err != nil {
 		meta.Close()
 		return nil, fmt.Errorf("open the raft log %s: %w", dir, err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -226,4 +227,48 @@ func BenchmarkStoreLogsBatch64(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// A store opened with small segments preallocates each at that size, not
+// raft-wal's 64 MiB, and a log larger than one segment spans several and
+// reads back whole, after a reopen too.
+func TestSmallSegments(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{SegmentBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := func(i uint64) *raft.Log {
+		l := makeLog(i)
+		l.Data = bytes.Repeat([]byte{byte(i)}, 64<<10)
+		return l
+	}
+	var logs []*raft.Log
+	for i := uint64(1); i <= 40; i++ { // 2.5 MiB of entries
+		logs = append(logs, big(i))
+	}
+	for _, l := range logs {
+		if err := s.StoreLogs([]*raft.Log{l}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	segments, err := filepath.Glob(filepath.Join(dir, DirName, "*.wal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(segments) < 3 {
+		t.Fatalf("%d segment files for 2.5 MiB in 1 MiB segments: %v", len(segments), segments)
+	}
+	for _, seg := range segments {
+		fi, err := os.Stat(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size() > 2<<20 {
+			t.Fatalf("segment %s is %d bytes with 1 MiB segments", seg, fi.Size())
+		}
+	}
+	checkEntries(t, s, 1, 40, big)
+	s2 := reopen(t, s, dir)
+	checkEntries(t, s2, 1, 40, big)
 }
