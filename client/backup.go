@@ -24,7 +24,7 @@ var ErrBackupCorrupt = errors.New("backup does not match its size or checksum")
 // timeout (a second request would take a second backup); it is retried when
 // no leader answered or the answer was a 503.
 func (c *Client) BackupStart(ctx context.Context) (*schema.ClusterBackupReply, error) {
-	msg, err := c.request(ctx, subjects.ClusterBackup, schema.ClusterBackupRequest{}, false, 0)
+	msg, err := c.request(ctx, subjects.ClusterBackup, schema.ClusterBackupRequest{}, "", 0)
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +40,7 @@ func (c *Client) BackupStart(ctx context.Context) (*schema.ClusterBackupReply, e
 // the returned Data holds. A backup the leader no longer holds fails with
 // ErrBackupNotFound.
 func (c *Client) BackupChunk(ctx context.Context, req schema.ClusterBackupChunkRequest) (*schema.ClusterBackupChunkReply, error) {
-	msg, err := c.request(ctx, subjects.ClusterBackupChunk, req, false, c.opts.attempt)
+	msg, err := c.request(ctx, subjects.ClusterBackupChunk, req, "", c.opts.attempt)
 	if err != nil {
 		return nil, err
 	}

@@ -124,7 +124,16 @@ func (c *Client) Close() {
 // call sends a JSON request with request, with the client's attempt
 // timeout, and decodes a success reply into out (unless out is nil).
 func (c *Client) call(ctx context.Context, ep subjects.Endpoint, req any, mutating bool, out any) error {
-	resp, err := c.request(ctx, ep, req, mutating, c.opts.attempt)
+	key := ""
+	if mutating {
+		key = nuid.Next()
+	}
+	return c.callKeyed(ctx, ep, req, key, out)
+}
+
+// callKeyed is call with the idempotency key given ("" for none).
+func (c *Client) callKeyed(ctx context.Context, ep subjects.Endpoint, req any, key string, out any) error {
+	resp, err := c.request(ctx, ep, req, key, c.opts.attempt)
 	if err != nil {
 		return err
 	}
@@ -139,23 +148,48 @@ func (c *Client) call(ctx context.Context, ep subjects.Endpoint, req any, mutati
 // request is the client's one retry loop: it sends req until it gets an
 // answer that is not a retryable error, or ctx ends, and returns a success
 // reply as it came (JSON or not). A mutating request has an idempotency
-// key, the same on every attempt, so a retry after a lost reply applies
-// once. attempt bounds each try; 0 lets a try last as long as ctx. Between
+// key (key, "" for none), the same on every attempt, so a retry after a
+// lost reply applies once. attempt bounds each try; 0 lets a try last as long as ctx. Between
 // tries it backs off, with jitter, from 20 ms up to 1 s.
-func (c *Client) request(ctx context.Context, ep subjects.Endpoint, req any, mutating bool, attempt time.Duration) (*nats.Msg, error) {
+//
+// Every attempt carries a deadline (schema.HeaderDeadline): ctx's, or
+// else the attempt's own end. No node starts a request after it, so when
+// a write (ep.Writes) ends without an answer, its outcome is settled from
+// that moment on (give or take the skew between the clocks). Whether it
+// was applied before is what the error says: ErrUnavailable only when
+// every attempt was answered "nothing changed" (a 503, or NATS's "no
+// responders"); ErrOutcomeUnknown when any attempt may have been applied
+// (no reply in time, a 504, a connection lost while it was out).
+func (c *Client) request(ctx context.Context, ep subjects.Endpoint, req any, key string, attempt time.Duration) (*nats.Msg, error) {
 	data, err := json.Marshal(req)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s request: %w", ep, err)
 	}
 	msg := nats.NewMsg(c.names.Request(ep))
 	msg.Data = data
-	if mutating {
-		msg.Header.Set(schema.HeaderIdempotencyKey, nuid.Next())
+	if key != "" {
+		msg.Header.Set(schema.HeaderIdempotencyKey, key)
 	}
+	ctxDeadline, hasDeadline := ctx.Deadline()
 	backoff := 20 * time.Millisecond
 	var last error
+	var unknown bool           // an attempt of a write may have been applied
+	var lastDeadline time.Time // the latest deadline any attempt carried
 	for {
-		resp, err := c.attempt(ctx, msg, attempt)
+		deadline := ctxDeadline
+		if !hasDeadline && attempt > 0 {
+			deadline = time.Now().Add(attempt)
+		}
+		if !deadline.IsZero() {
+			msg.Header.Set(schema.HeaderDeadline, schema.FormatDeadline(deadline))
+			lastDeadline = deadline
+		}
+		grace := time.Duration(0)
+		if ep.Writes() {
+			grace = noRespondersGrace
+		}
+		sent := !c.nc.IsClosed() // a closed connection sends nothing
+		resp, err := c.attempt(ctx, msg, attempt, grace)
 		switch {
 		case errors.Is(err, ErrPermissionDenied), errors.Is(err, nats.ErrMaxPayload):
 			return nil, fmt.Errorf("%s: %w", ep, err) // no retry can succeed
@@ -168,12 +202,21 @@ func (c *Client) request(ctx context.Context, ep subjects.Endpoint, req any, mut
 			if !e.Retryable() {
 				return nil, e
 			}
+			if errors.Is(e, ErrOutcomeUnknown) {
+				unknown = true
+			}
 			last = e
 		case err == nil:
 			return resp, nil
 		case errors.Is(err, nats.ErrConnectionClosed):
-			return nil, fmt.Errorf("%s: %w", ep, err)
+			// Closed during the attempt: whether it went out first is
+			// not known.
+			unknown = unknown || sent
+			return nil, c.failed(ep, err, unknown, lastDeadline)
 		default: // no responders (no leader yet), a timeout, a reconnect
+			if !errors.Is(err, nats.ErrNoResponders) {
+				unknown = true
+			}
 			if last == nil || ctx.Err() == nil {
 				last = err // the end of ctx says less than the attempt before
 			}
@@ -182,7 +225,7 @@ func (c *Client) request(ctx context.Context, ep subjects.Endpoint, req any, mut
 			if last == nil {
 				last = ctx.Err()
 			}
-			return nil, fmt.Errorf("%s: %w (last attempt: %v)", ep, ErrUnavailable, last)
+			return nil, c.failed(ep, last, unknown, lastDeadline)
 		}
 		select {
 		case <-ctx.Done():
@@ -192,19 +235,45 @@ func (c *Client) request(ctx context.Context, ep subjects.Endpoint, req any, mut
 	}
 }
 
+// failed is the error of a request that got no answer but retryable
+// errors: ErrOutcomeUnknown for a write of which an attempt may have been
+// applied (unknown), ErrUnavailable otherwise. last is the last attempt's
+// error; deadline, unless zero, the latest any attempt carried.
+func (c *Client) failed(ep subjects.Endpoint, last error, unknown bool, deadline time.Time) error {
+	if !ep.Writes() || !unknown {
+		if errors.Is(last, nats.ErrConnectionClosed) {
+			return fmt.Errorf("%s: %w", ep, last)
+		}
+		return fmt.Errorf("%s: %w (last attempt: %v)", ep, ErrUnavailable, last)
+	}
+	after := "it has no deadline, so a node may still start it"
+	if !deadline.IsZero() {
+		after = "no node starts it after " + deadline.UTC().Format("15:04:05.000") + " UTC"
+	}
+	return fmt.Errorf("%s: %w: the request may or may not have been applied (%s); read before retrying (last attempt: %w)", ep, outcomeUnknown, after, last)
+}
+
 // attempt sends msg once and waits for the reply, for at most limit (0: as
-// long as ctx allows). A refusal by NATS of the publish or of the reply
-// subscription ends the wait at once with ErrPermissionDenied.
-func (c *Client) attempt(ctx context.Context, msg *nats.Msg, limit time.Duration) (*nats.Msg, error) {
+// long as ctx allows), and grace longer when ctx ends first: a write cut
+// short by the end of ctx may still learn, within a round trip, that NATS
+// had no responder for it, the one answer that proves it changed nothing.
+// A refusal by NATS of the publish or of the reply subscription ends the
+// wait at once with ErrPermissionDenied.
+func (c *Client) attempt(ctx context.Context, msg *nats.Msg, limit, grace time.Duration) (*nats.Msg, error) {
 	if err := c.denied.repliesRefused(c.nc); err != nil {
 		return nil, err
 	}
-	actx, cancel := ctx, context.CancelFunc(func() {})
+	base, release := ctx, func() {}
+	if grace > 0 {
+		base, release = outlive(ctx, grace)
+	}
+	defer release()
+	actx, cancel := base, context.CancelFunc(func() {})
 	if limit > 0 {
 		if d, ok := ctx.Deadline(); ok && time.Until(d) < limit {
-			limit = time.Until(d)
+			limit = time.Until(d) + grace
 		}
-		actx, cancel = context.WithTimeout(ctx, max(limit, time.Millisecond))
+		actx, cancel = context.WithTimeout(base, max(limit, time.Millisecond))
 	}
 	actx, cancelDenied := context.WithCancel(actx)
 	stop := c.denied.add(&denialWaiter{publish: msg.Subject, replies: true, fire: cancelDenied})
@@ -216,6 +285,18 @@ func (c *Client) attempt(ctx context.Context, msg *nats.Msg, limit time.Duration
 		return nil, denied
 	}
 	return resp, err
+}
+
+// noRespondersGrace is how long a write's attempt outlives its call's
+// context to hear NATS say that no one received it.
+const noRespondersGrace = 100 * time.Millisecond
+
+// outlive returns a context that ends grace after ctx ends, and a function
+// that releases it.
+func outlive(ctx context.Context, grace time.Duration) (context.Context, func()) {
+	c, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(grace, cancel) })
+	return c, func() { stop(); cancel() }
 }
 
 // Grant creates a lease.
@@ -317,7 +398,7 @@ func (c *Client) NodeInfo(ctx context.Context, id string, withHash bool) (*schem
 	data, _ := json.Marshal(schema.NodeInfoRequest{Hash: withHash})
 	req := nats.NewMsg(c.names.NodeInfo(id))
 	req.Data = data
-	msg, err := c.attempt(ctx, req, 0)
+	msg, err := c.attempt(ctx, req, 0, 0)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", id, err)
 	}

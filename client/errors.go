@@ -23,6 +23,12 @@ var (
 	ErrNotLeader           = Sentinel(schema.ErrNotLeader)
 	ErrUnavailable         = Sentinel(schema.ErrUnavailable)
 	ErrInternal            = Sentinel(schema.ErrInternal)
+	// ErrOutcomeUnknown matches the error of a write that may or may not
+	// have been applied: the server said so (504 outcome_unknown), or an
+	// attempt got no reply in time. Retrying it blindly could apply it
+	// twice; read the state first. A call that ends with ErrUnavailable
+	// changed nothing.
+	ErrOutcomeUnknown = Sentinel(schema.ErrOutcomeUnknown)
 	// ErrBackupNotFound matches a chunk request for a backup the leader does
 	// not hold: it was read to the end, sat idle too long, or was taken by
 	// an earlier leader. Start a new backup.
@@ -58,11 +64,23 @@ func (e *Error) Error() string {
 // Is matches the sentinel error of the same name.
 func (e *Error) Is(target error) bool { return sentinels[e.Name] == target }
 
-// Retryable reports whether the same request may be sent again.
-func (e *Error) Retryable() bool { return e.Code == 503 }
+// Retryable reports whether the same request may be sent again: after a
+// 503 at once, after a 504 with the same idempotency key (as the client's
+// own retries do).
+func (e *Error) Retryable() bool { return e.Code == 503 || e.Code == 504 }
 
 func fromWire(e *schema.Error) *Error {
 	return &Error{Code: e.Code, Name: e.Name, Description: e.Description}
 }
+
+// outcomeUnknown is ErrOutcomeUnknown as the client's own verdict, when
+// no server said it: it reads "outcome unknown" where the sentinel reads
+// its wire name.
+var outcomeUnknown = outcomeUnknownError{}
+
+type outcomeUnknownError struct{}
+
+func (outcomeUnknownError) Error() string        { return "outcome unknown" }
+func (outcomeUnknownError) Is(target error) bool { return target == ErrOutcomeUnknown }
 
 func errorsIsLeaseNotFound(err error) bool { return errors.Is(err, ErrLeaseNotFound) }

@@ -33,6 +33,7 @@ var wireSentinels = map[string]error{
 	"ErrNotLeader":           client.ErrNotLeader,
 	"ErrUnavailable":         client.ErrUnavailable,
 	"ErrInternal":            client.ErrInternal,
+	"ErrOutcomeUnknown":      client.ErrOutcomeUnknown,
 	"ErrBackupNotFound":      client.ErrBackupNotFound,
 }
 

@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/subjects"
 )
 
 // ErrSessionClosed is what Session.Err reports for a session ended by its
@@ -82,13 +84,35 @@ func (c *Client) NewSession(ctx context.Context, ttl time.Duration) (*Session, e
 		secs = 1
 	}
 	sent := time.Now()
-	g, err := c.Grant(ctx, schema.LeaseGrantRequest{TTL: secs})
-	if err != nil {
+	req := schema.LeaseGrantRequest{TTL: secs}
+	key := nuid.Next()
+	var g schema.LeaseGrantReply
+	if err := c.callKeyed(ctx, subjects.LeaseGrant, req, key, &g); err != nil {
+		if errors.Is(err, ErrOutcomeUnknown) {
+			go c.revokeUnknownGrant(req, key)
+		}
 		return nil, err
 	}
 	s := &Session{c: c, id: g.ID, ttl: time.Duration(secs) * time.Second, until: sent.Add(time.Duration(secs) * time.Second), done: make(chan struct{})}
 	c.keepAliver().add(s)
 	return s, nil
+}
+
+// revokeUnknownGrant revokes the lease a session's grant may have made
+// when the grant's outcome was unknown: it sends the grant again with the
+// same idempotency key, which answers with the lease the first one made
+// or makes it now, and revokes that lease. Each call retries by itself
+// until it is answered; both give up once the lease's ttl has passed twice
+// over (by then an unrenewed lease has expired anyway) or the client's
+// connection is closed.
+func (c *Client) revokeUnknownGrant(req schema.LeaseGrantRequest, key string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Duration(req.TTL)*time.Second+30*time.Second)
+	defer cancel()
+	var g schema.LeaseGrantReply
+	if err := c.callKeyed(ctx, subjects.LeaseGrant, req, key, &g); err != nil {
+		return // refused (so the first grant made nothing either), or given up
+	}
+	_, _ = c.Revoke(ctx, schema.LeaseRevokeRequest{ID: g.ID})
 }
 
 // Lease returns the session's lease id.

@@ -25,7 +25,12 @@ const (
 	ErrLimitExceeded       = "limit_exceeded"
 	ErrNotLeader           = "not_leader"
 	ErrUnavailable         = "unavailable"
-	ErrInternal            = "internal"
+	// ErrOutcomeUnknown: the request may or may not have been applied (its
+	// leader lost leadership or shut down while it was in the log, or a
+	// node answered that cannot tell whether another node starts it). A
+	// retry with the same idempotency key is safe; without one, read first.
+	ErrOutcomeUnknown = "outcome_unknown"
+	ErrInternal       = "internal"
 )
 
 // ErrorClass is what a caller can do about an error, coarser than its name.
@@ -42,11 +47,15 @@ const (
 	// ClassConflict: the request conflicts with the state, such as an id
 	// that is taken.
 	ClassConflict
-	// ClassUnavailable: no leader can serve the request now; the same
-	// request may be sent again. Exactly the 503s.
+	// ClassUnavailable: no leader can serve the request now, and nothing
+	// was changed: the same request may be sent again. Exactly the 503s.
 	ClassUnavailable
 	// ClassCompacted: the change log no longer holds the revision asked for.
 	ClassCompacted
+	// ClassOutcomeUnknown: a write that may or may not have been applied.
+	// The same request may be sent again with the same idempotency key;
+	// without one, the caller reads the state first. Exactly the 504s.
+	ClassOutcomeUnknown
 )
 
 // ErrorSpec is one row of the error table.
@@ -61,8 +70,11 @@ type ErrorSpec struct {
 	Meaning string
 }
 
-// Retryable says a client may send the same request again.
-func (s ErrorSpec) Retryable() bool { return s.Class == ClassUnavailable }
+// Retryable says a client may send the same request again: at once after
+// a 503, and after a 504 with the same idempotency key.
+func (s ErrorSpec) Retryable() bool {
+	return s.Class == ClassUnavailable || s.Class == ClassOutcomeUnknown
+}
 
 // ErrorTable lists every error a Concord endpoint can reply with. It is the
 // one list of error names: the client's sentinels, the wire names of the
@@ -80,7 +92,8 @@ var ErrorTable = []ErrorSpec{
 	{ErrTooLarge, 413, ClassFailed, "a value, metadata or request exceeds its size limit"},
 	{ErrLimitExceeded, 429, ClassFailed, "a count limit (leases, keys per lease) would be exceeded"},
 	{ErrNotLeader, 503, ClassUnavailable, "this node is not the leader; retry"},
-	{ErrUnavailable, 503, ClassUnavailable, "the cluster cannot serve the request now; retry"},
+	{ErrUnavailable, 503, ClassUnavailable, "the cluster cannot serve the request now, and nothing was changed; retry"},
+	{ErrOutcomeUnknown, 504, ClassOutcomeUnknown, "the write may or may not have been applied; retry with the same idempotency key, or read before retrying"},
 	{ErrInternal, 500, ClassFailed, "an unexpected server error"},
 }
 
@@ -125,8 +138,9 @@ func Errorf(name, format string, args ...any) *Error {
 // Error implements error.
 func (e *Error) Error() string { return fmt.Sprintf("%s (%d): %s", e.Name, e.Code, e.Description) }
 
-// Retryable reports whether the same request may be sent again.
-func (e *Error) Retryable() bool { return e.Code == 503 }
+// Retryable reports whether the same request may be sent again (after a
+// 504, with the same idempotency key).
+func (e *Error) Retryable() bool { return e.Code == 503 || e.Code == 504 }
 
 // Micro error headers, as the nats.go micro framework sets them.
 const (

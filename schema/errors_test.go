@@ -22,7 +22,7 @@ func TestErrorTableRows(t *testing.T) {
 		if e.Code != spec.Code || e.Name != spec.Name || e.Description != "d 1" {
 			t.Errorf("Errorf(%s) = %+v", spec.Name, e)
 		}
-		if spec.Retryable() != (spec.Code == 503) || e.Retryable() != spec.Retryable() {
+		if spec.Retryable() != (spec.Code == 503 || spec.Code == 504) || e.Retryable() != spec.Retryable() {
 			t.Errorf("%s (%d, class %d): spec retryable %v, reply retryable %v", spec.Name, spec.Code, spec.Class, spec.Retryable(), e.Retryable())
 		}
 	}

@@ -3,6 +3,7 @@ package service
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -60,14 +61,22 @@ func TestErrorMapping(t *testing.T) {
 	if got := errorFor(fmt.Errorf("x: %w", reply)); got != reply {
 		t.Errorf("errorFor of a wrapped reply = %v, want %v", got, reply)
 	}
+	// Raft's errors: 503 only where the entry never reached the log; where
+	// it may be there, 504 outcome_unknown, which says so.
 	for err, name := range map[error]string{
-		raft.ErrNotLeader:      schema.ErrNotLeader,
-		raft.ErrLeadershipLost: schema.ErrUnavailable,
-		raft.ErrEnqueueTimeout: schema.ErrUnavailable,
-		raft.ErrRaftShutdown:   schema.ErrUnavailable,
+		raft.ErrNotLeader:           schema.ErrNotLeader,
+		raft.ErrEnqueueTimeout:      schema.ErrUnavailable,
+		raft.ErrLeadershipLost:      schema.ErrOutcomeUnknown,
+		raft.ErrRaftShutdown:        schema.ErrOutcomeUnknown,
+		errors.New("something new"): schema.ErrOutcomeUnknown,
 	} {
-		if got := raftError(err); got.Name != name || got.Code != 503 {
+		got := raftError(err)
+		spec, _ := schema.LookupError(name)
+		if got.Name != name || got.Code != spec.Code {
 			t.Errorf("raftError(%v) = %v, want %s", err, got, name)
+		}
+		if name == schema.ErrOutcomeUnknown && !strings.Contains(got.Description, "may or may not") {
+			t.Errorf("raftError(%v): %q does not say the outcome is unknown", err, got.Description)
 		}
 	}
 }

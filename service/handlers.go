@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -45,8 +46,9 @@ func (s *Service) handlers() map[subjects.Endpoint]handlerFunc {
 
 // proposes makes the handler of a mutating request: decode the body into
 // a command (and the body's idempotency key, "" for none), then propose it
-// under the request's key (idempotency.go) and reply with what applying it
-// produced. A request that does not decode is refused before the log.
+// under the request's key (idempotency.go), no later than its deadline
+// (requestDeadline), and reply with what applying it produced. A request
+// that does not decode is refused before the log.
 func proposes[C any](s *Service, decode func([]byte) (C, string, *schema.Error)) handlerFunc {
 	return func(_ context.Context, m *nats.Msg) (any, *schema.Error) {
 		cmd, bodyKey, e := decode(m.Data)
@@ -57,7 +59,11 @@ func proposes[C any](s *Service, decode func([]byte) (C, string, *schema.Error))
 		if e != nil {
 			return nil, e
 		}
-		res, e := s.propose(cmd, key)
+		deadline, e := requestDeadline(m, time.Now())
+		if e != nil {
+			return nil, e
+		}
+		res, e := s.proposeUntil(cmd, key, deadline)
 		if e != nil {
 			return nil, e
 		}

@@ -54,6 +54,9 @@ type proposer struct {
 	maxInflight int
 	maxCommands int
 	maxBytes    int
+	// clock reads the time a batch is proposed at, to leave out the
+	// proposals whose deadline has passed by then; time.Now but in tests.
+	clock func() time.Time
 	// batching is on while every member of the cluster reads batch
 	// entries (formatGate).
 	batching atomic.Bool
@@ -75,6 +78,9 @@ type proposer struct {
 // applied or failed, its result.
 type proposal struct {
 	data []byte
+	// deadline, unless zero, is the last moment the command may enter
+	// the log (the request's Concord-Deadline).
+	deadline time.Time
 	// res or err is set by whoever proposed the entry, before wake tells.
 	res *fsm.Result
 	err *schema.Error
@@ -85,18 +91,20 @@ type proposal struct {
 
 // newProposer returns a proposer with batching on or off.
 func newProposer(apply func([]byte) raft.ApplyFuture, batching bool) *proposer {
-	p := &proposer{apply: apply, maxInflight: proposeInflight, maxCommands: maxBatchCommands, maxBytes: maxBatchBytes}
+	p := &proposer{apply: apply, maxInflight: proposeInflight, maxCommands: maxBatchCommands, maxBytes: maxBatchBytes, clock: time.Now}
 	p.batching.Store(batching)
 	return p
 }
 
 // propose appends a command (an entry from fsm.EncodeKeyed) to the log,
 // alone or with the commands of concurrent requests, and returns its
-// result. A Raft error is the wire error of every command in the entry.
-func (p *proposer) propose(data []byte) (*fsm.Result, *schema.Error) {
+// result. A Raft error is the wire error of every command in the entry. A
+// command still waiting when its deadline (unless zero) passes is left out
+// of the log and answered deadlinePassed.
+func (p *proposer) propose(data []byte, deadline time.Time) (*fsm.Result, *schema.Error) {
 	p.proposing.Add(1)
 	defer p.proposing.Add(-1)
-	me := &proposal{data: data}
+	me := &proposal{data: data, deadline: deadline}
 	if !p.batching.Load() {
 		// Commands still queued from before batching went off drain one
 		// entry each (takeLocked).
@@ -181,8 +189,12 @@ func (p *proposer) run(me *proposal, batch []*proposal) {
 }
 
 // propose1 appends a batch as one entry, waits for it to apply, and sets
-// every proposal's result or error.
+// every proposal's result or error. Proposals whose deadline has passed
+// are answered so and left out: this is the last moment before the log.
 func (p *proposer) propose1(batch []*proposal) {
+	if batch = p.dropExpired(batch); len(batch) == 0 {
+		return
+	}
 	answer := func(e *schema.Error) {
 		for _, q := range batch {
 			q.err = e
@@ -222,6 +234,35 @@ func (p *proposer) propose1(batch []*proposal) {
 	answer(schema.Errorf(schema.ErrInternal, "unexpected apply response %T for %d commands", f.Response(), len(batch)))
 }
 
+// dropExpired answers the proposals of batch whose deadline has passed and
+// returns the others, batch itself when there are none to drop.
+func (p *proposer) dropExpired(batch []*proposal) []*proposal {
+	var now time.Time
+	var live []*proposal // nil until a proposal is dropped
+	for i, q := range batch {
+		expired := false
+		if !q.deadline.IsZero() {
+			if now.IsZero() {
+				now = p.clock()
+			}
+			expired = now.After(q.deadline)
+		}
+		switch {
+		case expired:
+			q.err = deadlinePassed(now.Sub(q.deadline))
+			if live == nil {
+				live = append(make([]*proposal, 0, len(batch)-1), batch[:i]...)
+			}
+		case live != nil:
+			live = append(live, q)
+		}
+	}
+	if live == nil {
+		return batch
+	}
+	return live
+}
+
 // propose stamps a command with the lease clock, appends it to the Raft log
 // (alone, or in one entry with concurrent requests' commands: proposer.go)
 // and returns what applying it produced. With an idempotency key, a retry
@@ -233,6 +274,12 @@ func (p *proposer) propose1(batch []*proposal) {
 // closer one, and it keeps a command that goes alone byte for byte the
 // entry it always was.
 func (s *Service) propose(body any, idempotencyKey string) (*fsm.Result, *schema.Error) {
+	return s.proposeUntil(body, idempotencyKey, time.Time{})
+}
+
+// proposeUntil is propose for a request with a deadline: its command does
+// not enter the log once the deadline has passed (zero: no deadline).
+func (s *Service) proposeUntil(body any, idempotencyKey string, deadline time.Time) (*fsm.Result, *schema.Error) {
 	now, ok := s.clock.now()
 	if !ok {
 		return nil, schema.Errorf(schema.ErrNotLeader, "this node is not the leader")
@@ -252,7 +299,7 @@ func (s *Service) propose(body any, idempotencyKey string) (*fsm.Result, *schema
 		return nil, schema.Errorf(schema.ErrInternal, "%v", err)
 	}
 	start := time.Now()
-	res, e := s.proposer.propose(data)
+	res, e := s.proposer.propose(data, deadline)
 	if e != nil {
 		return nil, e
 	}
@@ -267,9 +314,11 @@ func (s *Service) propose(body any, idempotencyKey string) (*fsm.Result, *schema
 	return res, nil
 }
 
-// raftError maps Raft's errors to retryable wire errors. ErrNotLeader and
-// ErrEnqueueTimeout mean nothing was written; ErrLeadershipLost and
-// timeouts mean the outcome is unknown, which the description says.
+// raftError maps Raft's errors to retryable wire errors: 503 only where
+// nothing was written (ErrNotLeader, ErrEnqueueTimeout: the entry never
+// reached the log), 504 outcome_unknown where the entry may be in the log
+// and may yet be committed by this node or the next leader (leadership
+// lost, a shutdown while it was in flight, anything else).
 func raftError(err error) *schema.Error {
 	switch {
 	case errors.Is(err, raft.ErrNotLeader):
@@ -277,11 +326,11 @@ func raftError(err error) *schema.Error {
 	case errors.Is(err, raft.ErrEnqueueTimeout):
 		return schema.Errorf(schema.ErrUnavailable, "the log is busy; nothing was written")
 	case errors.Is(err, raft.ErrLeadershipLost):
-		return schema.Errorf(schema.ErrUnavailable, "leadership was lost; the request may or may not have been applied")
+		return schema.Errorf(schema.ErrOutcomeUnknown, "leadership was lost while the request was in the log; it may or may not be applied: retry with the same idempotency key, or read before retrying")
 	case errors.Is(err, raft.ErrRaftShutdown):
-		return schema.Errorf(schema.ErrUnavailable, "the node is shutting down")
+		return schema.Errorf(schema.ErrOutcomeUnknown, "the node shut down while the request was in the log; it may or may not be applied: retry with the same idempotency key, or read before retrying")
 	}
-	return schema.Errorf(schema.ErrUnavailable, "raft: %v", err)
+	return schema.Errorf(schema.ErrOutcomeUnknown, "raft: %v; the request may or may not be applied", err)
 }
 
 // applyEntry is the proposer's way into the Raft log.

@@ -3,6 +3,7 @@ package service
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -43,7 +44,7 @@ func (a *gatedApply) Response() any { <-a.done; return a.resp }
 func (a *gatedApply) Index() uint64 { return 0 }
 
 func newGatedLog() *gatedLog {
-	return &gatedLog{sm: newStateMachine(func([]schema.Event) {})}
+	return &gatedLog{sm: newStateMachine(func(uint64, []schema.Event) {})}
 }
 
 func (g *gatedLog) apply(entry []byte) raft.ApplyFuture {
@@ -128,9 +129,15 @@ type proposed struct {
 
 // proposeAsync proposes data from a goroutine of its own.
 func proposeAsync(p *proposer, data []byte) <-chan proposed {
+	return proposeAsyncUntil(p, data, time.Time{})
+}
+
+// proposeAsyncUntil proposes data with a deadline from a goroutine of its
+// own.
+func proposeAsyncUntil(p *proposer, data []byte, deadline time.Time) <-chan proposed {
 	ch := make(chan proposed, 1)
 	go func() {
-		res, e := p.propose(data)
+		res, e := p.propose(data, deadline)
 		ch <- proposed{res, e}
 	}()
 	return ch
@@ -442,7 +449,7 @@ func TestProposerConcurrent(t *testing.T) {
 				for i := 0; i < each; i++ {
 					key := fmt.Sprintf("c%d.%d", c, i)
 					data, _ := fsm.EncodeKeyed(int64(i), "", &fsm.Put{Key: key, Value: []byte(`1`)})
-					res, e := p.propose(data)
+					res, e := p.propose(data, time.Time{})
 					if e != nil {
 						return fmt.Errorf("%s: %v", key, e)
 					}
@@ -543,5 +550,62 @@ func TestProposerBatchingOffDrainsAlone(t *testing.T) {
 	}
 	if p.inflight != 0 || len(p.queue) != 0 {
 		t.Fatalf("proposer not idle: %d in flight, %d queued", p.inflight, len(p.queue))
+	}
+}
+
+// A command whose deadline passes while it waits for an entry never
+// enters the log: it is answered "not started, nothing changed", and the
+// commands around it go on in the next entry, in order. The same for a
+// command that goes alone, with batching on or off.
+func TestProposerLeavesExpiredCommandsOut(t *testing.T) {
+	now := time.UnixMilli(1_800_000_000_000)
+	g := newGatedLog()
+	p := newProposer(g.apply, true)
+	p.clock = func() time.Time { return now }
+	r1 := proposeAsync(p, putCmd(t, 1, "first", ""))
+	waitUntil(t, "the first entry is in flight", func() bool { return g.inflight() == 1 })
+	a, b, c := putCmd(t, 2, "a", ""), putCmd(t, 2, "b", "key-b"), putCmd(t, 2, "c", "")
+	ra := proposeAsyncUntil(p, a, time.Time{})
+	waitUntil(t, "a queues", func() bool { return p.queued() == 1 })
+	rb := proposeAsyncUntil(p, b, now.Add(50*time.Millisecond))
+	waitUntil(t, "b queues", func() bool { return p.queued() == 2 })
+	rc := proposeAsyncUntil(p, c, now.Add(time.Hour))
+	waitUntil(t, "c queues", func() bool { return p.queued() == 3 })
+	// b's deadline passes while the first entry is in flight.
+	now = now.Add(100 * time.Millisecond)
+	g.release(1)
+	putRevision(t, <-r1)
+	waitUntil(t, "the next entry is in flight", func() bool { return g.inflight() == 1 })
+	want, err := fsm.EncodeBatch([][]byte{a, c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(g.entry(1), want) {
+		t.Fatal("the next entry is not a and c, in order")
+	}
+	// b learns its answer with the entry it was left out of.
+	g.release(1)
+	got := <-rb
+	if got.err == nil || got.err.Name != schema.ErrUnavailable || got.res != nil ||
+		!strings.Contains(got.err.Description, "passed 50ms ago") || !strings.Contains(got.err.Description, "nothing was changed") {
+		t.Fatalf("b, past its deadline: %+v %v", got.res, got.err)
+	}
+	if ra, rc := putRevision(t, <-ra), putRevision(t, <-rc); ra != 2 || rc != 3 {
+		t.Fatalf("a at %d, c at %d", ra, rc)
+	}
+
+	// Alone: nothing is appended at all.
+	for _, batching := range []bool{true, false} {
+		g := newGatedLog()
+		g.set(true, nil)
+		p := newProposer(g.apply, batching)
+		p.clock = func() time.Time { return now }
+		got := <-proposeAsyncUntil(p, putCmd(t, 3, "late", ""), now.Add(-time.Millisecond))
+		if got.err == nil || got.err.Name != schema.ErrUnavailable || len(g.entries) != 0 {
+			t.Fatalf("batching %v: a command past its deadline: %v, %d entries appended", batching, got.err, len(g.entries))
+		}
+		if got := <-proposeAsyncUntil(p, putCmd(t, 3, "on time", ""), now); got.err != nil || len(g.entries) != 1 {
+			t.Fatalf("batching %v: a command at its deadline: %v, %d entries appended", batching, got.err, len(g.entries))
+		}
 	}
 }

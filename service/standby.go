@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,10 +48,14 @@ import (
 //     which answers within the delay, wins; the 503 that follows it is
 //     dropped.
 //
-// A 503 that arrives first is retried by clients as any 503 is, so in
-// the worst case (a leader slower than the delay) the cost is a retry, and
-// mutating requests carry idempotency keys (the Go client adds them), so a
-// retry never applies twice.
+// A 503 says nothing was changed, so the standby sends one only where that
+// is true: for reads, and for writes while this node is the cluster's only
+// member. Any other write may reach a leader too (NATS hands every request
+// to the leader's queue group as well, and a leader cut off from this
+// node's server gets it when the link heals), so it is answered 504
+// outcome_unknown (standbyReply); the Go client retries it with the same
+// idempotency key, which applies it once, and no node starts it after its
+// deadline (requestDeadline).
 //
 // Replies go only where the reply guard allows (replyguard.go).
 
@@ -369,7 +372,8 @@ func (s *Service) answerHeld(ctx context.Context) {
 		}
 		e := s.conflictError()
 		if e == nil {
-			e = schema.Errorf(schema.ErrUnavailable, "%s", s.standbyDescription())
+			deadline, _ := requestDeadline(h.m, time.Time{})
+			e = standbyReply(s.standbyActivity(), h.ep.Writes() && !s.loneVoter(), deadline)
 		}
 		e = s.respond(h.m, nil, e)
 		s.reqStats.observe(h.ep, time.Since(h.arrived), e)
@@ -386,18 +390,46 @@ func (s *Service) standbyAnswers(arrived time.Time) bool {
 	return since == 0 || arrived.UnixNano() <= since
 }
 
-// standbyDescription is the 503's description: which node, and what it is
-// doing.
-func (s *Service) standbyDescription() string {
+// standbyActivity says which node answers and what it is doing.
+func (s *Service) standbyActivity() string {
 	act := s.activity()
 	if act == "" {
 		act = "starting to serve"
 	}
-	var b strings.Builder
-	b.WriteString("node ")
-	b.WriteString(s.cfg.NodeID)
-	b.WriteString(" cannot serve requests yet: ")
-	b.WriteString(act)
-	b.WriteString("; retry")
-	return b.String()
+	return "node " + s.cfg.NodeID + " cannot serve requests yet: " + act
+}
+
+// standbyReply is the standby's answer: 503 "nothing changed; retry",
+// unless the request writes and another node may receive it too
+// (elsewhere). NATS hands every request to the leader's queue group as
+// well, and a leader this node cannot see (one elected a moment ago, or
+// behind a link that is down) may apply it, at once or when the link
+// heals; then the truth is 504 outcome_unknown, until the request's
+// deadline has passed.
+func standbyReply(activity string, elsewhere bool, deadline time.Time) *schema.Error {
+	if !elsewhere {
+		return schema.Errorf(schema.ErrUnavailable, "%s; nothing was changed; retry", activity)
+	}
+	until := "give requests a " + schema.HeaderDeadline + " header to bound how long that stays open"
+	if !deadline.IsZero() {
+		until = "no node starts it after its deadline, " + deadline.UTC().Format(time.RFC3339Nano)
+	}
+	return schema.Errorf(schema.ErrOutcomeUnknown, "%s; another node may still receive this request and apply it, so its outcome is unknown (%s): "+
+		"retry with the same %s, or read before retrying", activity, until, schema.HeaderIdempotencyKey)
+}
+
+// loneVoter reports whether Raft runs and this node is the cluster's only
+// member, so that no other node can serve a request. Before Raft runs the
+// membership is not known yet: it is in the snapshot and the log that
+// raft.NewRaft reads.
+func (s *Service) loneVoter() bool {
+	if !s.raftStarted.Load() {
+		return false
+	}
+	f := s.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	servers := f.Configuration().Servers
+	return len(servers) == 1 && string(servers[0].ID) == s.cfg.NodeID
 }

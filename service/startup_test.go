@@ -211,7 +211,7 @@ func TestStandbyAnswersWhileNotServing(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	want := "node n1 cannot serve requests yet: taking over as leader; retry"
+	want := "node n1 cannot serve requests yet: taking over as leader; nothing was changed; retry"
 	if e.Description != want {
 		t.Fatalf("503 from the standby: %q, want %q", e.Description, want)
 	}

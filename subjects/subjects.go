@@ -57,6 +57,19 @@ var Endpoints = []Endpoint{LeaseGrant, LeaseKeepAlive, LeaseKeepAliveMany, Lease
 	KVPut, KVGet, KVDelete, KVTxn, KVChanges, KVHistory, KVCompact,
 	ClusterJoin, ClusterRemove, ClusterStatus, ClusterSnapshot, ClusterBackup, ClusterBackupChunk}
 
+// Writes reports whether a request to the endpoint changes the cluster's
+// state (the log or the membership): its outcome is unknown when no reply
+// comes, and the standby answers it outcome_unknown rather than "nothing
+// changed". Joins are left out: a joiner asks again by itself, and the
+// standby never answers one.
+func (e Endpoint) Writes() bool {
+	switch e {
+	case LeaseGrant, LeaseKeepAlive, LeaseKeepAliveMany, LeaseRevoke, KVPut, KVDelete, KVTxn, KVCompact, ClusterRemove:
+		return true
+	}
+	return false
+}
+
 // Nodes returns the subject every node answers with its own information,
 // leader or not; a request gets the first answer. Starting nodes use it to
 // see which cluster the bus serves.

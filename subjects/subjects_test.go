@@ -106,3 +106,15 @@ func TestValidateNodeIDDescriptions(t *testing.T) {
 		}
 	}
 }
+
+// Every endpoint is a write or a read, and the writes are exactly the
+// endpoints that change the log or the membership.
+func TestEndpointWrites(t *testing.T) {
+	writes := map[Endpoint]bool{LeaseGrant: true, LeaseKeepAlive: true, LeaseKeepAliveMany: true, LeaseRevoke: true,
+		KVPut: true, KVDelete: true, KVTxn: true, KVCompact: true, ClusterRemove: true}
+	for _, e := range Endpoints {
+		if e.Writes() != writes[e] {
+			t.Errorf("%s: Writes() = %v", e, e.Writes())
+		}
+	}
+}

@@ -44,6 +44,10 @@ const (
 	// exitDenied: NATS refused the credentials, or the user's permissions
 	// refused a subject the command needs. Not retried.
 	exitDenied = 9
+	// exitOutcomeUnknown: a write that may or may not have been applied
+	// (504 outcome_unknown, or no reply in time). A script reads the
+	// state before it sends the write again.
+	exitOutcomeUnknown = 10
 )
 
 // exitCodes is the documented table, in the order the usage text shows it.
@@ -62,6 +66,7 @@ var exitCodes = []struct {
 		"       at a revision below the compaction floor, which the history no longer holds)"},
 	{exitBadBackup, "snapshot: the backup file failed verification (checksum, truncation, unknown format)"},
 	{exitDenied, "denied: NATS refused the credentials (authorization violation), or the user's permissions refused\n       a publish or subscription the command needs (permissions violation); reported at once, not retried"},
+	{exitOutcomeUnknown, "outcome unknown: a write may or may not have been applied (" + replyNames(schema.ClassOutcomeUnknown) + ", or no reply until\n       --timeout); read before retrying"},
 }
 
 // clientUsage is the part of `concord help` about the client commands.
@@ -223,6 +228,8 @@ func exitCode(err error) int {
 		errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired), errors.Is(err, nats.ErrAuthRevoked),
 		errors.Is(err, nats.ErrAccountAuthExpired):
 		return exitDenied
+	case errors.Is(err, client.ErrOutcomeUnknown):
+		return exitOutcomeUnknown
 	case errors.As(err, &ce), isReplyOf(err, schema.ClassUnavailable),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrNoServers), errors.Is(err, nats.ErrTimeout),
 		errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrConnectionClosed):

@@ -30,6 +30,7 @@ var wantExitByName = map[string]int{
 	schema.ErrLimitExceeded:       exitError,
 	schema.ErrNotLeader:           exitUnavailable,
 	schema.ErrUnavailable:         exitUnavailable,
+	schema.ErrOutcomeUnknown:      exitOutcomeUnknown,
 	schema.ErrInternal:            exitError,
 }
 
