@@ -10,7 +10,7 @@ RACE_PKGS       := ./fsm/... ./subjects/... ./schema/... ./service/... ./client/
 CLUSTER_DIR     := $(CURDIR)/cluster-data
 CLUSTER_ROUTES  := nats://127.0.0.1:6222,nats://127.0.0.1:6223,nats://127.0.0.1:6224
 
-.PHONY: build run cluster cluster-stop test test-steps lint unit blackbox tools bench bench-etcd bench-scale bench-history fuzz fuzz-short clean
+.PHONY: build run cluster cluster-stop test test-steps lint unit blackbox robustness robustness-short tools bench bench-etcd bench-scale bench-history fuzz fuzz-short clean
 
 build:
 	$(GO) build -o $(BIN)/concord ./cmd/concord
@@ -50,7 +50,7 @@ test:
 	  bash tests/leftovers.sh $$run || status=1; \
 	  exit $$status
 
-test-steps: lint unit fuzz-short blackbox
+test-steps: lint unit fuzz-short blackbox robustness-short
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -61,8 +61,20 @@ unit:
 	$(GO) test -race -count=1 $(RACE_PKGS)
 
 blackbox: tools
-	PATH="$(BIN):$$PATH" CONCORD_REQUIRE_NATS_CLI=1 CONCORD_REQUIRE_SYSTEMD_ANALYZE=1 $(GO) test -count=1 -timeout 13m ./tests/...
+	PATH="$(BIN):$$PATH" CONCORD_REQUIRE_NATS_CLI=1 CONCORD_REQUIRE_SYSTEMD_ANALYZE=1 $(GO) test -count=1 -timeout 13m $$($(GO) list ./tests/... | grep -v /tests/robustness)
 	cd deploy/check && $(GO) test -count=1 -timeout 10m ./...
+
+# The robustness suite (tests/robustness): power cuts on lazyfs, a FUSE
+# filesystem that throws away what was not fsynced, against the real
+# binary. It needs root and /dev/fuse. `make robustness` runs the long
+# profile (more cuts per scenario); `make test` runs the short one, and
+# under CI (CI set) a scenario that cannot run fails instead of skipping.
+ROBUSTNESS_PROFILE ?= long
+robustness:
+	CONCORD_REQUIRE_ROBUSTNESS=1 CONCORD_ROBUSTNESS_PROFILE=$(ROBUSTNESS_PROFILE) $(GO) test -count=1 -timeout 30m -v ./tests/robustness/...
+
+robustness-short:
+	CONCORD_REQUIRE_ROBUSTNESS=$${CI:+1} CONCORD_ROBUSTNESS_PROFILE=short $(GO) test -count=1 -timeout 8m ./tests/robustness/...
 
 tools: $(BIN)/nats
 
