@@ -10,7 +10,7 @@ RACE_PKGS       := ./fsm/... ./subjects/... ./schema/... ./service/... ./client/
 CLUSTER_DIR     := $(CURDIR)/cluster-data
 CLUSTER_ROUTES  := nats://127.0.0.1:6222,nats://127.0.0.1:6223,nats://127.0.0.1:6224
 
-.PHONY: build run cluster cluster-stop test test-steps lint unit blackbox robustness robustness-short tools bench bench-etcd bench-scale bench-history fuzz fuzz-short clean
+.PHONY: build run cluster cluster-stop test test-steps lint unit blackbox robustness robustness-short robustness-tools tools bench bench-etcd bench-scale bench-history fuzz fuzz-short clean
 
 build:
 	$(GO) build -o $(BIN)/concord ./cmd/concord
@@ -65,16 +65,23 @@ blackbox: tools
 	cd deploy/check && $(GO) test -count=1 -timeout 10m ./...
 
 # The robustness suite (tests/robustness): power cuts on lazyfs, a FUSE
-# filesystem that throws away what was not fsynced, against the real
-# binary. It needs root and /dev/fuse. `make robustness` runs the long
+# filesystem that throws away what was not fsynced, and packet-level faults
+# between network namespaces (nftables), against the real binary. It needs
+# root, /dev/fuse, iproute2 and nftables (installed here with apt-get when
+# missing and root). `make robustness` runs the long
 # profile (more cuts per scenario); `make test` runs the short one, and
 # under CI (CI set) a scenario that cannot run fails instead of skipping.
 ROBUSTNESS_PROFILE ?= long
-robustness:
+robustness: robustness-tools
 	CONCORD_REQUIRE_ROBUSTNESS=1 CONCORD_ROBUSTNESS_PROFILE=$(ROBUSTNESS_PROFILE) $(GO) test -count=1 -timeout 30m -v ./tests/robustness/...
 
-robustness-short:
+robustness-short: robustness-tools
 	CONCORD_REQUIRE_ROBUSTNESS=$${CI:+1} CONCORD_ROBUSTNESS_PROFILE=short $(GO) test -count=1 -timeout 8m ./tests/robustness/...
+
+robustness-tools:
+	@command -v nft >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null; } || \
+	  echo "nftables is not installed: the network scenarios skip (and fail under CI)"
 
 tools: $(BIN)/nats
 

@@ -33,6 +33,9 @@ type node struct {
 	args    []string
 	natsURL string
 	logPath string
+	// netns, when set, is the network namespace the process runs in
+	// (ip netns exec), and the one its NATS URL is dialled from.
+	netns string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -45,13 +48,15 @@ type node struct {
 func newNode(t *testing.T, dataDir string, extra ...string) *node {
 	t.Helper()
 	natsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	n := &node{
-		t:       t,
-		natsURL: "nats://" + natsAddr,
-		logPath: filepath.Join(t.TempDir(), "concord.log"),
-		args: append([]string{"serve", "--node-id", "n1", "--data-dir", dataDir,
-			"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--nats-listen", natsAddr}, extra...),
-	}
+	return newNodeWith(t, "", "nats://"+natsAddr, append([]string{"serve", "--node-id", "n1", "--data-dir", dataDir,
+		"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--nats-listen", natsAddr}, extra...))
+}
+
+// newNodeWith prepares a concord process with the given arguments, in the
+// network namespace netns unless it is "", reached at natsURL.
+func newNodeWith(t *testing.T, netns, natsURL string, args []string) *node {
+	t.Helper()
+	n := &node{t: t, natsURL: natsURL, netns: netns, args: args, logPath: filepath.Join(t.TempDir(), "concord.log")}
 	t.Cleanup(func() {
 		n.kill()
 		if t.Failed() {
@@ -75,6 +80,11 @@ func (n *node) start() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), nodeDeadline)
 	cmd := exec.CommandContext(ctx, binPath, n.args...)
+	if n.netns != "" {
+		// ip netns exec enters the namespace and execs the binary: the
+		// same process, group and deadline.
+		cmd = exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", n.netns, binPath}, n.args...)...)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -155,7 +165,7 @@ func (n *node) waitServing(timeout time.Duration) {
 }
 
 func (n *node) ping() error {
-	nc, err := nats.Connect(n.natsURL, nats.Timeout(time.Second))
+	nc, err := connectFrom(n.netns, n.natsURL, nats.Timeout(time.Second))
 	if err != nil {
 		return err
 	}
@@ -168,6 +178,15 @@ func (n *node) ping() error {
 		return fmt.Errorf("not serving: %s", msg.Data)
 	}
 	return nil
+}
+
+// connectFrom connects to url from the network namespace netns ("" for
+// this process's own).
+func connectFrom(netns, url string, opts ...nats.Option) (*nats.Conn, error) {
+	if netns != "" {
+		opts = append(opts, nats.SetCustomDialer(nsDialer{netns: netns}))
+	}
+	return nats.Connect(url, opts...)
 }
 
 // request sends one request on nc and returns the reply body, or the
