@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -49,6 +50,29 @@ func TestEmbeddedNATSOptionsWithoutFile(t *testing.T) {
 	opts, _, err = natsOpts(t, Config{})
 	if err != nil || opts.Host != defaultNATSHost || opts.Port != defaultNATSPort {
 		t.Fatalf("default listen: %s:%d, %v", opts.Host, opts.Port, err)
+	}
+	// Routes to a cut-off server are declared dead within seconds, not
+	// NATS's half a minute or more.
+	if opts.Cluster.PingInterval != routePingInterval || opts.Cluster.MaxPingsOut != routeMaxPingsOut {
+		t.Fatalf("route pings every %s, %d missed: want %s, %d", opts.Cluster.PingInterval, opts.Cluster.MaxPingsOut, routePingInterval, routeMaxPingsOut)
+	}
+}
+
+// A --nats-config that chooses its own route pings keeps them.
+func TestEmbeddedNATSRoutePingsFromFile(t *testing.T) {
+	conf := writeConf(t, `
+cluster {
+  listen: 127.0.0.1:16222
+  ping_interval: "7s"
+  ping_max: 5
+}
+`)
+	opts, _, err := natsOpts(t, Config{NATSConfigFile: conf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.Cluster.PingInterval != 7*time.Second || opts.Cluster.MaxPingsOut != 5 {
+		t.Fatalf("route pings every %s, %d missed: want the file's 7s, 5", opts.Cluster.PingInterval, opts.Cluster.MaxPingsOut)
 	}
 }
 

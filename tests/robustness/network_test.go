@@ -214,3 +214,68 @@ func errorName(m *nats.Msg) string {
 	}
 	return er.Error.Name
 }
+
+// availabilityBound is how soon after the leader is cut off the healthy
+// majority must serve writes through both of its servers again: a new
+// election (a second or two), and NATS declaring the routes to the cut
+// node dead, so that it stops handing requests to the old leader's
+// subscription there. Generous for a busy machine; with NATS's default
+// route pings that took 24 to 40 s.
+const availabilityBound = 15 * time.Second
+
+// The leader cut off at every link: writes through the two healthy
+// servers are served again within availabilityBound, and the time it took
+// and the share served during the cut are logged.
+func TestLeaderCutHealthyMajorityServes(t *testing.T) {
+	lab := newNetLab(t, "n1", "n2", "n3")
+	c := startLabCluster(t, lab, "n1", "n2", "n3")
+	st := c.waitMembers(30 * time.Second)
+	leader := st.Leader
+	var healthy []string
+	for _, h := range c.names {
+		if h != leader {
+			healthy = append(healthy, h)
+		}
+	}
+	conns := map[string]*nats.Conn{}
+	for _, h := range healthy {
+		nc, err := connectFrom(lab.ns[h], natsURL(lab, h), nats.MaxReconnects(-1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		conns[h] = nc
+	}
+	lab.cut(leader, both, healthy...)
+	cutAt := time.Now()
+	for _, h := range healthy {
+		if lab.reaches(leader, raftAddr(lab, h), time.Second) || lab.reaches(h, raftAddr(lab, leader), time.Second) {
+			t.Fatalf("the cut between %s and %s did not take effect", leader, h)
+		}
+	}
+	// Each healthy server gets one put at a time, each given a second;
+	// served again means ten in a row succeeded through both servers.
+	var ok, total int
+	streak := 0
+	var recovered time.Duration
+	for i := 0; time.Since(cutAt) < availabilityBound+10*time.Second; i++ {
+		h := healthy[i%2]
+		_, err := request(conns[h], "concord.kv.put", map[string]any{"key": fmt.Sprintf("avail.%d", i), "value": i}, time.Second)
+		total++
+		if err != nil {
+			streak = 0
+			continue
+		}
+		ok++
+		if streak++; streak == 10 {
+			recovered = time.Since(cutAt)
+			break
+		}
+	}
+	lab.heal()
+	if recovered == 0 || recovered > availabilityBound {
+		t.Fatalf("writes through the healthy servers not served again within %s of the leader's cut (%d of %d served)", availabilityBound, ok, total)
+	}
+	t.Logf("leader %s cut: writes through the healthy servers served again %s after the cut; %d of %d served until then",
+		leader, recovered.Round(100*time.Millisecond), ok, total)
+}
