@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -42,7 +43,7 @@ func runEmbeddedNATS(cfg *Config, opts *server.Options, log *slog.Logger) (*serv
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
-	logger := &natsLogger{log: log.With("component", "nats"), fatal: make(chan string, 1)}
+	logger := &natsLogger{log: log.With("component", "nats"), fatal: make(chan string, 1), repeats: newRepeatLimiter(repeatWindow)}
 	ns.SetLoggerV2(logger, opts.Debug, opts.Trace, false)
 	go ns.Start()
 	ready := make(chan bool, 1)
@@ -232,13 +233,33 @@ func natsErrorHandler(log *slog.Logger) nats.ErrHandler {
 type natsLogger struct {
 	log   *slog.Logger
 	fatal chan string
+	// repeats holds back warnings and errors of the same format (a route
+	// to a cut-off server is re-dialled and fails every few seconds).
+	repeats *repeatLimiter
 }
 
 func (l *natsLogger) Noticef(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
-func (l *natsLogger) Warnf(format string, v ...any)   { l.log.Warn(fmt.Sprintf(format, v...)) }
-func (l *natsLogger) Errorf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
-func (l *natsLogger) Debugf(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
-func (l *natsLogger) Tracef(format string, v ...any)  {}
+func (l *natsLogger) Warnf(format string, v ...any)   { l.limited(slog.LevelWarn, format, v) }
+func (l *natsLogger) Errorf(format string, v ...any)  { l.limited(slog.LevelError, format, v) }
+
+// limited logs a warning or an error unless one of the same format was
+// logged within the repeat window.
+func (l *natsLogger) limited(level slog.Level, format string, v []any) {
+	held := 0
+	if l.repeats != nil {
+		var ok bool
+		if ok, held = l.repeats.allow(format); !ok {
+			return
+		}
+	}
+	if held > 0 {
+		l.log.Log(context.Background(), level, fmt.Sprintf(format, v...), "repeated", held)
+		return
+	}
+	l.log.Log(context.Background(), level, fmt.Sprintf(format, v...))
+}
+func (l *natsLogger) Debugf(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l *natsLogger) Tracef(format string, v ...any) {}
 
 // Fatalf records the failure instead of exiting the process.
 func (l *natsLogger) Fatalf(format string, v ...any) {

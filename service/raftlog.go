@@ -16,11 +16,17 @@ func newRaftLogger(log *slog.Logger) hclog.Logger {
 		Name:       "raft",
 		Level:      hclog.Info,
 		JSONFormat: true,
-		Output:     &hclogBridge{log: log},
+		Output:     &hclogBridge{log: log, repeats: newRepeatLimiter(repeatWindow)},
 	})
 }
 
-type hclogBridge struct{ log *slog.Logger }
+// hclogBridge writes Raft's hclog lines to the node's slog logger. Its
+// warnings and errors go through a repeatLimiter: a peer that is cut off
+// makes Raft repeat the same one for every heartbeat or election round.
+type hclogBridge struct {
+	log     *slog.Logger
+	repeats *repeatLimiter
+}
 
 func (b *hclogBridge) Write(p []byte) (int, error) {
 	var rec map[string]any
@@ -30,13 +36,24 @@ func (b *hclogBridge) Write(p []byte) (int, error) {
 	}
 	msg, _ := rec["@message"].(string)
 	lvl, _ := rec["@level"].(string)
-	attrs := make([]slog.Attr, 0, len(rec))
+	level := raftLevel(lvl)
+	var held int
+	if level >= slog.LevelWarn && b.repeats != nil {
+		var ok bool
+		if ok, held = b.repeats.allow(lvl + " " + msg); !ok {
+			return len(p), nil
+		}
+	}
+	attrs := make([]slog.Attr, 0, len(rec)+1)
 	for k, v := range rec {
 		if !strings.HasPrefix(k, "@") {
 			attrs = append(attrs, slog.Any(k, v))
 		}
 	}
-	b.log.LogAttrs(context.Background(), raftLevel(lvl), msg, attrs...)
+	if held > 0 {
+		attrs = append(attrs, slog.Int("repeated", held))
+	}
+	b.log.LogAttrs(context.Background(), level, msg, attrs...)
 	return len(p), nil
 }
 

@@ -1,0 +1,89 @@
+package service
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A run of like lines is logged once per window; the next line let
+// through says how many were held back. Other lines are not held back by
+// it.
+func TestRepeatLimiter(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	l := newRepeatLimiter(10 * time.Second)
+	l.now = func() time.Time { return now }
+	if ok, held := l.allow("a"); !ok || held != 0 {
+		t.Fatalf("first line: %v, %d", ok, held)
+	}
+	for i := 0; i < 37; i++ {
+		now = now.Add(200 * time.Millisecond)
+		if ok, _ := l.allow("a"); ok {
+			t.Fatalf("like line %d within the window was let through", i)
+		}
+	}
+	if ok, held := l.allow("b"); !ok || held != 0 {
+		t.Fatalf("another kind of line: %v, %d", ok, held)
+	}
+	now = now.Add(3 * time.Second) // 10.4 s after the first "a"
+	if ok, held := l.allow("a"); !ok || held != 37 {
+		t.Fatalf("after the window: %v, %d held back, want 37", ok, held)
+	}
+	if ok, _ := l.allow("a"); ok {
+		t.Fatal("the window did not start again")
+	}
+}
+
+// Raft's repeated warnings and errors (one per election round while a
+// peer is cut off) come out once per window, with the count held back;
+// its info lines are never held back.
+func TestRaftLoggerHoldsBackRepeats(t *testing.T) {
+	var out strings.Builder
+	hl := newRaftLogger(slog.New(slog.NewTextHandler(&out, nil)))
+	for i := 0; i < 50; i++ {
+		hl.Error("failed to make requestVote RPC", "target", fmt.Sprintf("n%d", i%2+2), "error", "dial tcp: i/o timeout")
+		hl.Info("entering candidate state", "term", i)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	errors, infos := 0, 0
+	for _, line := range lines {
+		switch {
+		case strings.Contains(line, "requestVote"):
+			errors++
+		case strings.Contains(line, "entering candidate state"):
+			infos++
+		}
+	}
+	if errors != 1 || infos != 50 {
+		t.Fatalf("%d error lines (want 1 per window) and %d info lines (want all 50):\n%s", errors, infos, out.String())
+	}
+}
+
+// The embedded NATS server's repeated warnings and errors (a route
+// re-dialled every few seconds) come out once per window; different
+// formats are not held back by each other.
+func TestNATSLoggerHoldsBackRepeats(t *testing.T) {
+	var out strings.Builder
+	now := time.Unix(1_800_000_000, 0)
+	l := &natsLogger{log: slog.New(slog.NewTextHandler(&out, nil)), repeats: newRepeatLimiter(10 * time.Second)}
+	l.repeats.now = func() time.Time { return now }
+	for i := 0; i < 6; i++ {
+		l.Errorf("Error trying to connect to route (attempt %v): %v", i, "i/o timeout")
+		l.Warnf("Stale connection %d", i)
+		now = now.Add(2 * time.Second)
+	}
+	l.Errorf("Error trying to connect to route (attempt %v): %v", 6, "i/o timeout")
+	got := out.String()
+	if n := strings.Count(got, "Error trying to connect to route"); n != 2 {
+		t.Fatalf("%d route errors in 12 s, want 2 (one per 10 s window):\n%s", n, got)
+	}
+	// Attempts 1 to 4 held back; 5, at 10 s, passes and says so; 6 is held.
+	if !strings.Contains(got, `(attempt 5): i/o timeout" repeated=4`) || strings.Contains(got, "attempt 6") {
+		t.Fatalf("the line after the window does not say what was held back:\n%s", got)
+	}
+	if n := strings.Count(got, "Stale connection"); n != 2 {
+		t.Fatalf("%d stale-connection warnings in 12 s, want 2:\n%s", n, got)
+	}
+}
