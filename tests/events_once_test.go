@@ -84,18 +84,7 @@ func TestEventsOnceAcrossRestarts(t *testing.T) {
 	time.Sleep(time.Second)
 
 	for i, w := range []*watcher{w1, w2} {
-		seen := map[int64]bool{}
-		var prev int64
-		for _, ev := range w.snapshot() {
-			if ev.Revision < prev {
-				t.Fatalf("subscriber %d: revision %d after %d: out of order", i+1, ev.Revision, prev)
-			}
-			if seen[ev.Revision] {
-				t.Fatalf("subscriber %d: revision %d (key %s) arrived twice", i+1, ev.Revision, ev.Key)
-			}
-			seen[ev.Revision] = true
-			prev = ev.Revision
-		}
+		seen := onceInOrder(t, i+1, w)
 		// Every acknowledged revision the subscriber missed is in the
 		// change log: a watcher can fill its gaps.
 		changes := changedRevisions(c, "once.")
@@ -198,18 +187,26 @@ func TestEventsOnceAcrossFailovers(t *testing.T) {
 		}
 	}
 	for i, w := range subs {
-		seen := map[int64]bool{}
-		var prev int64
-		for _, ev := range w.snapshot() {
-			if ev.Revision < prev {
-				t.Fatalf("subscriber %d: revision %d after %d: out of order", i+1, ev.Revision, prev)
-			}
-			if seen[ev.Revision] {
-				t.Fatalf("subscriber %d: revision %d (key %s) arrived twice", i+1, ev.Revision, ev.Key)
-			}
-			seen[ev.Revision] = true
-			prev = ev.Revision
-		}
+		seen := onceInOrder(t, i+1, w)
 		t.Logf("subscriber %d: %d of %d acknowledged revisions arrived, none twice, in order; kv.changes holds all", i+1, len(seen), len(acked))
 	}
+}
+
+// onceInOrder returns the revisions subscriber n saw, and fails the test if
+// one arrived twice or out of order.
+func onceInOrder(t *testing.T, n int, w *watcher) map[int64]bool {
+	t.Helper()
+	seen := map[int64]bool{}
+	var prev int64
+	for _, ev := range w.snapshot() {
+		if ev.Revision < prev {
+			t.Fatalf("subscriber %d: revision %d after %d: out of order", n, ev.Revision, prev)
+		}
+		if seen[ev.Revision] {
+			t.Fatalf("subscriber %d: revision %d (key %s) arrived twice", n, ev.Revision, ev.Key)
+		}
+		seen[ev.Revision] = true
+		prev = ev.Revision
+	}
+	return seen
 }
