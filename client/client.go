@@ -31,6 +31,9 @@ type Client struct {
 	renewBatch int
 
 	denied *denials
+	// standby counts the standby answers calls get, to move off a server
+	// whose node cannot serve (move.go).
+	standby standbyTracker
 }
 
 type options struct {
@@ -205,8 +208,12 @@ func (c *Client) request(ctx context.Context, ep subjects.Endpoint, req any, key
 			if errors.Is(e, ErrOutcomeUnknown) {
 				unknown = true
 			}
+			if isStandbyAnswer(e) {
+				c.noteStandby()
+			}
 			last = e
 		case err == nil:
+			c.standby.served()
 			return resp, nil
 		case errors.Is(err, nats.ErrConnectionClosed):
 			// Closed during the attempt: whether it went out first is

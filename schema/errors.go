@@ -142,6 +142,12 @@ func (e *Error) Error() string { return fmt.Sprintf("%s (%d): %s", e.Name, e.Cod
 // 504, with the same idempotency key).
 func (e *Error) Retryable() bool { return e.Code == 503 || e.Code == 504 }
 
+// StandbyPhrase is in the description of every answer a node gives while it
+// cannot serve (its standby): "node n3 cannot serve requests yet: waiting
+// for a leader; ...". A client that keeps getting it from one server moves
+// to another of its pool.
+const StandbyPhrase = "cannot serve requests yet"
+
 // Micro error headers, as the nats.go micro framework sets them.
 const (
 	HeaderErrorCode = "Nats-Service-Error-Code"

@@ -396,7 +396,7 @@ func (s *Service) standbyActivity() string {
 	if act == "" {
 		act = "starting to serve"
 	}
-	return "node " + s.cfg.NodeID + " cannot serve requests yet: " + act
+	return "node " + s.cfg.NodeID + " " + schema.StandbyPhrase + ": " + act
 }
 
 // standbyReply is the standby's answer: 503 "nothing changed; retry",

@@ -1,6 +1,7 @@
 package robustness
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
+	cc "github.com/concord-io/concord/client"
 	"github.com/concord-io/concord/schema"
 )
 
@@ -278,4 +280,55 @@ func TestLeaderCutHealthyMajorityServes(t *testing.T) {
 	}
 	t.Logf("leader %s cut: writes through the healthy servers served again %s after the cut; %d of %d served until then",
 		leader, recovered.Round(100*time.Millisecond), ok, total)
+}
+
+// A Go client on a server cut off from the rest of the cluster (its own
+// link to that server is fine, so NATS never moves it) keeps hearing the
+// node's standby; it moves to another server of its pool and its writes
+// go through, well within their deadline.
+func TestClientOnCutServerMoves(t *testing.T) {
+	lab := newNetLab(t, "n1", "n2", "n3", "cl")
+	c := startLabCluster(t, lab, "n1", "n2", "n3")
+	st := c.waitMembers(30 * time.Second)
+	var victim string
+	var others []string
+	for _, h := range c.names {
+		if h != st.Leader && victim == "" {
+			victim = h
+		} else {
+			others = append(others, h)
+		}
+	}
+	// The victim's server first in the pool, and no shuffling: the client
+	// starts there.
+	urls := []string{natsURL(lab, victim), natsURL(lab, others[0]), natsURL(lab, others[1])}
+	gc, err := cc.Connect(cc.URL(strings.Join(urls, ",")), cc.AttemptTimeout(time.Second),
+		cc.NATSOptions(nats.DontRandomize(), nats.SetCustomDialer(nsDialer{netns: lab.ns["cl"]}), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gc.Close()
+	if got := gc.NATS().ConnectedUrl(); got != urls[0] {
+		t.Fatalf("the client started on %s, not the victim's %s", got, urls[0])
+	}
+	lab.cut(victim, both, others...)
+	for _, o := range others {
+		if lab.reaches(victim, raftAddr(lab, o), time.Second) {
+			t.Fatalf("the cut between %s and %s did not take effect", victim, o)
+		}
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	for i := 0; i < 5; i++ {
+		if _, err := gc.Put(ctx, schema.KVPutRequest{Key: fmt.Sprintf("move.%d", i), Value: json.RawMessage(`1`)}); err != nil {
+			t.Fatalf("put %d from a client of the cut-off %s: %v (connected to %s)", i, victim, err, gc.NATS().ConnectedUrl())
+		}
+	}
+	if got := gc.NATS().ConnectedUrl(); got == urls[0] {
+		t.Fatalf("the puts went through, but the client is still on the cut-off %s", got)
+	}
+	t.Logf("a client of the cut-off %s moved to %s; five puts went through %s after the cut",
+		victim, gc.NATS().ConnectedUrl(), time.Since(start).Round(100*time.Millisecond))
+	lab.heal()
 }
