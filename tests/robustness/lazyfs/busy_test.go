@@ -52,3 +52,17 @@ func TestPowerCutDetachesWhenBusyTooLong(t *testing.T) {
 	}
 	d.expect("f", "durable")
 }
+
+// A mount that stays busy past every wait is aborted through the fuse
+// control filesystem, and the power cut goes ahead.
+func TestPowerCutAbortsAStuckMount(t *testing.T) {
+	savedBusy, savedServe := busyWait, serveWait
+	busyWait, serveWait = 300*time.Millisecond, 500*time.Millisecond
+	t.Cleanup(func() { busyWait, serveWait = savedBusy, savedServe })
+	d := mounted(t, Strict)
+	d.durable("f", "durable")
+	d.writeAt("f", 0, []byte("X"))
+	holdOpen(t, d, "f", time.Minute)
+	d.cut()
+	d.expect("f", "durable")
+}

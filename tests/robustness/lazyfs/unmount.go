@@ -15,8 +15,9 @@ import (
 // it is detached. A variable so that a test can shorten it.
 var busyWait = 5 * time.Second
 
-// serveWait bounds how long a detached mount may take to let go.
-const serveWait = 10 * time.Second
+// serveWait bounds how long a detached mount may take to let go before its
+// connection is aborted. A variable so that a test can shorten it.
+var serveWait = 10 * time.Second
 
 // unmount takes the mount away and waits until no request can reach the
 // tracker any more, which a power cut needs before it reads the state.
@@ -45,11 +46,8 @@ func (f *FS) unmount() error {
 	// A detached mount lives on while anything holds a file in it;
 	// aborting the connection ends it, if the fuse control filesystem is
 	// there to do it.
-	if f.dev != 0 {
-		abort := filepath.Join("/sys/fs/fuse/connections", strconv.FormatUint(f.dev, 10), "abort")
-		if err := os.WriteFile(abort, []byte("1"), 0); err == nil && waitServer(f, 2*time.Second) {
-			return nil
-		}
+	if f.dev != 0 && abortConnection(f.dev) && waitServer(f, 2*time.Second) {
+		return nil
 	}
 	return fmt.Errorf("unmount %s: detached, but still in use after %v", f.mountpoint, serveWait)
 }
@@ -77,4 +75,22 @@ func mountDev(mountpoint string) (uint64, error) {
 		return 0, err
 	}
 	return uint64(st.Dev), nil
+}
+
+// fuseCtl is where the fuse control filesystem lives; each connection has
+// a directory there whose abort file ends it.
+const fuseCtl = "/sys/fs/fuse/connections"
+
+// abortConnection ends the FUSE connection of device dev through the fuse
+// control filesystem, mounting it for the moment if it is not mounted (and
+// unmounting it again), and reports whether the abort was written.
+func abortConnection(dev uint64) bool {
+	abort := filepath.Join(fuseCtl, strconv.FormatUint(dev, 10), "abort")
+	if _, err := os.Stat(abort); err != nil {
+		if err := syscall.Mount("fusectl", fuseCtl, "fusectl", 0, ""); err != nil {
+			return false
+		}
+		defer syscall.Unmount(fuseCtl, 0)
+	}
+	return os.WriteFile(abort, []byte("1"), 0) == nil
 }
