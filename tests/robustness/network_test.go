@@ -60,6 +60,23 @@ func startLabCluster(t *testing.T, lab *netLab, names ...string) *labCluster {
 	return c
 }
 
+// follower returns a node that does not lead, once the cluster is whole,
+// and the others.
+func (c *labCluster) follower() (string, []string) {
+	c.t.Helper()
+	st := c.waitMembers(30 * time.Second)
+	var follower string
+	var others []string
+	for _, h := range c.names {
+		if h != st.Leader && follower == "" {
+			follower = h
+		} else {
+			others = append(others, h)
+		}
+	}
+	return follower, others
+}
+
 // status asks the cluster, through host's own server, for its status.
 func (c *labCluster) status(host string) (schema.ClusterStatusReply, error) {
 	var st schema.ClusterStatusReply
@@ -111,16 +128,7 @@ func (c *labCluster) waitMembers(timeout time.Duration) schema.ClusterStatusRepl
 func TestCutFollowerNeverSaysRetryForAWriteThatLands(t *testing.T) {
 	lab := newNetLab(t, "n1", "n2", "n3", "cl")
 	c := startLabCluster(t, lab, "n1", "n2", "n3")
-	st := c.waitMembers(30 * time.Second)
-	var victim string
-	var others []string
-	for _, h := range c.names {
-		if h != st.Leader && victim == "" {
-			victim = h
-		} else {
-			others = append(others, h)
-		}
-	}
+	victim, others := c.follower()
 	nc, err := connectFrom(lab.ns["cl"], natsURL(lab, victim), nats.MaxReconnects(-1))
 	if err != nil {
 		t.Fatal(err)
@@ -289,16 +297,7 @@ func TestLeaderCutHealthyMajorityServes(t *testing.T) {
 func TestClientOnCutServerMoves(t *testing.T) {
 	lab := newNetLab(t, "n1", "n2", "n3", "cl")
 	c := startLabCluster(t, lab, "n1", "n2", "n3")
-	st := c.waitMembers(30 * time.Second)
-	var victim string
-	var others []string
-	for _, h := range c.names {
-		if h != st.Leader && victim == "" {
-			victim = h
-		} else {
-			others = append(others, h)
-		}
-	}
+	victim, others := c.follower()
 	// The victim's server first in the pool, and no shuffling: the client
 	// starts there.
 	urls := []string{natsURL(lab, victim), natsURL(lab, others[0]), natsURL(lab, others[1])}
