@@ -152,8 +152,9 @@ func (c *Client) callKeyed(ctx context.Context, ep subjects.Endpoint, req any, k
 // answer that is not a retryable error, or ctx ends, and returns a success
 // reply as it came (JSON or not). A mutating request has an idempotency
 // key (key, "" for none), the same on every attempt, so a retry after a
-// lost reply applies once. attempt bounds each try; 0 lets a try last as long as ctx. Between
-// tries it backs off, with jitter, from 20 ms up to 1 s.
+// lost reply applies once. attempt bounds each try; 0 lets a try last as
+// long as ctx. Between tries it backs off, with jitter, from 20 ms up to
+// 1 s.
 //
 // Every attempt carries a deadline (schema.HeaderDeadline): ctx's, or
 // else the attempt's own end. No node starts a request after it, so when
@@ -173,23 +174,24 @@ func (c *Client) request(ctx context.Context, ep subjects.Endpoint, req any, key
 	if key != "" {
 		msg.Header.Set(schema.HeaderIdempotencyKey, key)
 	}
-	ctxDeadline, hasDeadline := ctx.Deadline()
+	// lastDeadline is the latest deadline any attempt carried: ctx's for
+	// all of them, or else each attempt's own end.
+	lastDeadline, perAttempt := ctx.Deadline()
+	perAttempt = !perAttempt && attempt > 0
+	if !lastDeadline.IsZero() {
+		msg.Header.Set(schema.HeaderDeadline, schema.FormatDeadline(lastDeadline))
+	}
+	grace := time.Duration(0)
+	if ep.Writes() {
+		grace = noRespondersGrace
+	}
 	backoff := 20 * time.Millisecond
 	var last error
-	var unknown bool           // an attempt of a write may have been applied
-	var lastDeadline time.Time // the latest deadline any attempt carried
+	var unknown bool // an attempt of a write may have been applied
 	for {
-		deadline := ctxDeadline
-		if !hasDeadline && attempt > 0 {
-			deadline = time.Now().Add(attempt)
-		}
-		if !deadline.IsZero() {
-			msg.Header.Set(schema.HeaderDeadline, schema.FormatDeadline(deadline))
-			lastDeadline = deadline
-		}
-		grace := time.Duration(0)
-		if ep.Writes() {
-			grace = noRespondersGrace
+		if perAttempt {
+			lastDeadline = time.Now().Add(attempt)
+			msg.Header.Set(schema.HeaderDeadline, schema.FormatDeadline(lastDeadline))
 		}
 		sent := !c.nc.IsClosed() // a closed connection sends nothing
 		resp, err := c.attempt(ctx, msg, attempt, grace)
