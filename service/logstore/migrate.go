@@ -153,7 +153,7 @@ func copyInto(legacy, temp string, log hclog.Logger, hook crashHook) (n uint64, 
 	if err := os.Mkdir(temp, 0o700); err != nil {
 		return 0, fmt.Errorf("migrate the raft log: %w", err)
 	}
-	dst, err := openWAL(temp, Options{Logger: log, Metrics: &metrics.NoOpCollector{}})
+	dst, err := openPlain(temp, Options{Logger: log, Metrics: &metrics.NoOpCollector{}})
 	if err != nil {
 		return 0, fmt.Errorf("migrate the raft log: %w", err)
 	}

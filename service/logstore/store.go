@@ -9,6 +9,9 @@
 //	<data-dir>/wal/<base>-<id>.wal   segment files of 64 MiB, preallocated;
 //	                                 each append batch ends in a commit frame
 //	                                 with a CRC of the batch, then one fsync
+//	<data-dir>/wal/next-segment.reserve
+//	                                 the next segment's room, held ahead
+//	                                 (space.go)
 //	<data-dir>/raft.db.migrated      the log of a release before the WAL,
 //	                                 kept after migration (see below)
 //
@@ -51,13 +54,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/hashicorp/raft-wal/metrics"
+	"github.com/hashicorp/raft-wal/segment"
+	"github.com/hashicorp/raft-wal/types"
 )
 
 // Names inside the data directory.
@@ -94,14 +102,35 @@ type Options struct {
 	// SegmentBytes is the size of each segment file; 0 is raft-wal's
 	// default (64 MiB). Segments already written keep their size.
 	SegmentBytes int
+	// OnDiskFull, if not nil, hears each change of DiskFull: its new
+	// value, a cause while full and nil once there is room again. It is
+	// called with the store's space lock held and must not call back.
+	OnDiskFull func(full error)
 }
+
+// reserveRetry is how often a store without room for its next segment
+// tries again, so that writes resume by themselves once space is freed.
+const reserveRetry = time.Second
 
 // Store is the WAL, a raft.LogStore and raft.StableStore, holding the data
 // directory's lock until Close.
+//
+// It reopens the WAL when raft-wal sealed its tail segment and could not
+// create the next one (see spaceFS): raft-wal would refuse every append
+// from then on, and reopening is the only way it creates a missing tail.
+// The lock serialises that reopen against every other call.
 type Store struct {
-	*wal.WAL
+	dir  string
+	opts Options
+
+	mu   sync.RWMutex
+	w    *wal.WAL
 	meta *metadb.BoltMetaDB
-	lock *os.File
+
+	space *spaceFS
+	lock  *os.File
+	stop  chan struct{}
+	done  chan struct{}
 }
 
 var (
@@ -119,6 +148,9 @@ func Open(dataDir string, opts Options) (*Store, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = &metrics.NoOpCollector{}
 	}
+	if opts.SegmentBytes == 0 {
+		opts.SegmentBytes = wal.DefaultSegmentSize
+	}
 	lock, err := lockDir(dataDir)
 	if err != nil {
 		return nil, err
@@ -129,6 +161,8 @@ func Open(dataDir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.lock = lock
+	s.stop, s.done = make(chan struct{}), make(chan struct{})
+	go s.keepReserving()
 	return s, nil
 }
 
@@ -140,20 +174,88 @@ func open(dataDir string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create the raft log directory: %w", err)
 	}
-	return openWAL(dir, opts)
+	s := &Store{dir: dir, opts: opts}
+	s.space = newSpaceFS(dir, int64(opts.SegmentBytes), opts.OnDiskFull)
+	if err := s.openWAL(); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
-// openWAL opens the WAL in dir. It owns the meta store so that it can close
-// it when wal.Open fails after opening it: the bbolt file stays locked
-// while open.
-func openWAL(dir string, opts Options) (*Store, error) {
+// openWAL opens the WAL in s.dir. It owns the meta store so that it can
+// close it when wal.Open fails after opening it: the bbolt file stays
+// locked while open. A store without s.space (the migration's copy) uses
+// raft-wal's own file system.
+func (s *Store) openWAL() error {
 	meta := &metadb.BoltMetaDB{}
-	w, err := wal.Open(dir, wal.WithMetaStore(meta), wal.WithLogger(opts.Logger.Named("wal")), wal.WithMetricsCollector(opts.Metrics), wal.WithSegmentSize(opts.SegmentBytes))
+	// raft-wal's option type is unexported: a filer is always given, its
+	// own file system where there is no reserve.
+	var vfs types.VFS = fs.New()
+	if s.space != nil {
+		vfs = s.space
+	}
+	w, err := wal.Open(s.dir, wal.WithMetaStore(meta), wal.WithLogger(s.opts.Logger.Named("wal")),
+		wal.WithMetricsCollector(s.opts.Metrics), wal.WithSegmentSize(s.opts.SegmentBytes),
+		wal.WithSegmentFiler(segment.NewFiler(s.dir, vfs)))
 	if err != nil {
 		meta.Close()
-		return nil, fmt.Errorf("open the raft log %s: %w", dir, err)
+		if full := s.DiskFull(); full != nil {
+			return fmt.Errorf("open the raft log %s: %w (%w)", s.dir, err, full)
+		}
+		return fmt.Errorf("open the raft log %s: %w", s.dir, err)
 	}
-	return &Store{WAL: w, meta: meta}, nil
+	s.w, s.meta = w, meta
+	return nil
+}
+
+// openPlain opens a WAL in dir with raft-wal's own file system and no
+// reserve: the migration's temporary copy, which is renamed into place.
+func openPlain(dir string, opts Options) (*Store, error) {
+	s := &Store{dir: dir, opts: opts}
+	if err := s.openWAL(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// DiskFull returns why the disk has no room for the next log segment, nil
+// while it has. The node takes no new state while it is not nil.
+func (s *Store) DiskFull() error {
+	if s.space == nil {
+		return nil
+	}
+	return s.space.Full()
+}
+
+// keepReserving checks the space every reserveRetry: it notices a disk
+// filled by something else, and makes the reserve again once there is
+// room.
+func (s *Store) keepReserving() {
+	defer close(s.done)
+	t := time.NewTicker(reserveRetry)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.space.Check()
+		}
+	}
+}
+
+// FirstIndex implements raft.LogStore.
+func (s *Store) FirstIndex() (uint64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.w.FirstIndex()
+}
+
+// LastIndex implements raft.LogStore.
+func (s *Store) LastIndex() (uint64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.w.LastIndex()
 }
 
 // GetLog reads the entry at index. Below FirstIndex it is
@@ -163,25 +265,124 @@ func openWAL(dir string, opts Options) (*Store, error) {
 // a snapshot only when the entry before the ones it needs is not found, so
 // without this a follower far behind replays the whole old log instead.
 func (s *Store) GetLog(index uint64, l *raft.Log) error {
-	first, err := s.WAL.FirstIndex()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	first, err := s.w.FirstIndex()
 	if err != nil {
 		return err
 	}
 	if first == 0 || index < first {
 		return raft.ErrLogNotFound
 	}
-	return s.WAL.GetLog(index, l)
+	return s.w.GetLog(index, l)
 }
 
-// Close closes the WAL (and its meta store) and releases the lock.
-func (s *Store) Close() error {
-	err := s.WAL.Close()
+// StoreLog implements raft.LogStore.
+func (s *Store) StoreLog(l *raft.Log) error {
+	return s.StoreLogs([]*raft.Log{l})
+}
+
+// StoreLogs appends logs. When raft-wal refuses because its tail is sealed
+// (a rotation could not create the next segment), it reopens the WAL once
+// the reserve exists again and appends there; until then the error is
+// ErrDiskFull's, at once.
+func (s *Store) StoreLogs(logs []*raft.Log) error {
+	s.mu.RLock()
+	err := s.w.StoreLogs(logs)
+	s.mu.RUnlock()
+	if errors.Is(err, wal.ErrSealed) && s.space != nil {
+		if rerr := s.reopenSealed(); rerr != nil {
+			return fmt.Errorf("append to the raft log: %w", rerr)
+		}
+		s.mu.RLock()
+		err = s.w.StoreLogs(logs)
+		s.mu.RUnlock()
+	}
+	if err != nil && s.space != nil {
+		s.space.NoteAppendError(err)
+		if full := s.space.Full(); full != nil && isNoSpace(err) {
+			return fmt.Errorf("append to the raft log: %w", full)
+		}
+	}
+	return err
+}
+
+// reopenSealed reopens a WAL whose tail is sealed, so that raft-wal's
+// open creates the missing tail from the reserve. Without a reserve it
+// changes nothing and returns why: closing the WAL first would leave a
+// store that cannot be reopened.
+func (s *Store) reopenSealed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.space.Check(); err != nil {
+		return err
+	}
+	s.opts.Logger.Warn("reopening the raft log: its last segment is sealed and the next one was never created; space is available again")
+	if err := s.closeWAL(); err != nil {
+		return err
+	}
+	return s.openWAL()
+}
+
+// DeleteRange implements raft.LogStore.
+func (s *Store) DeleteRange(min, max uint64) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.w.DeleteRange(min, max)
+}
+
+// IsMonotonic implements raft.MonotonicLogStore: the WAL takes no gaps.
+func (s *Store) IsMonotonic() bool { return true }
+
+// Set implements raft.StableStore.
+func (s *Store) Set(key, val []byte) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.w.Set(key, val)
+}
+
+// Get implements raft.StableStore.
+func (s *Store) Get(key []byte) ([]byte, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.w.Get(key)
+}
+
+// SetUint64 implements raft.StableStore.
+func (s *Store) SetUint64(key []byte, val uint64) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.w.SetUint64(key, val)
+}
+
+// GetUint64 implements raft.StableStore.
+func (s *Store) GetUint64(key []byte) (uint64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.w.GetUint64(key)
+}
+
+func (s *Store) closeWAL() error {
+	err := s.w.Close()
 	if cerr := s.meta.Close(); err == nil && cerr != nil { // a no-op once closed
 		err = cerr
 	}
 	if err != nil {
-		err = fmt.Errorf("close the raft log: %w", err)
+		return fmt.Errorf("close the raft log: %w", err)
 	}
+	return nil
+}
+
+// Close closes the WAL (and its meta store) and releases the lock.
+func (s *Store) Close() error {
+	if s.stop != nil {
+		close(s.stop)
+		<-s.done
+		s.stop = nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := s.closeWAL()
 	if s.lock != nil {
 		s.lock.Close() // closing the descriptor drops the flock
 		s.lock = nil
