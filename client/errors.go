@@ -23,6 +23,10 @@ var (
 	ErrNotLeader           = Sentinel(schema.ErrNotLeader)
 	ErrUnavailable         = Sentinel(schema.ErrUnavailable)
 	ErrInternal            = Sentinel(schema.ErrInternal)
+	// ErrDiskFull matches a grant, put or transaction the leader refused
+	// because its disk is full; nothing was changed. It is not retried:
+	// it lasts until an operator frees space.
+	ErrDiskFull = Sentinel(schema.ErrDiskFull)
 	// ErrOutcomeUnknown matches the error of a write that may or may not
 	// have been applied: the server said so (504 outcome_unknown), or an
 	// attempt got no reply in time. Retrying it blindly could apply it

@@ -34,6 +34,7 @@ var wireSentinels = map[string]error{
 	"ErrUnavailable":         client.ErrUnavailable,
 	"ErrInternal":            client.ErrInternal,
 	"ErrOutcomeUnknown":      client.ErrOutcomeUnknown,
+	"ErrDiskFull":            client.ErrDiskFull,
 	"ErrBackupNotFound":      client.ErrBackupNotFound,
 }
 

@@ -30,7 +30,11 @@ const (
 	// node answered that cannot tell whether another node starts it). A
 	// retry with the same idempotency key is safe; without one, read first.
 	ErrOutcomeUnknown = "outcome_unknown"
-	ErrInternal       = "internal"
+	// ErrDiskFull: the leader's disk has no room for more of its log; it
+	// takes no new state (grants, puts, transactions) until space is freed,
+	// and changed nothing.
+	ErrDiskFull = "disk_full"
+	ErrInternal = "internal"
 )
 
 // ErrorClass is what a caller can do about an error, coarser than its name.
@@ -94,6 +98,7 @@ var ErrorTable = []ErrorSpec{
 	{ErrNotLeader, 503, ClassUnavailable, "this node is not the leader; retry"},
 	{ErrUnavailable, 503, ClassUnavailable, "the cluster cannot serve the request now, and nothing was changed; retry"},
 	{ErrOutcomeUnknown, 504, ClassOutcomeUnknown, "the write may or may not have been applied; retry with the same idempotency key, or read before retrying"},
+	{ErrDiskFull, 507, ClassFailed, "the leader's disk is full: it takes no new leases, puts or transactions until space is freed (keep-alives, revokes and deletes still work); nothing was changed"},
 	{ErrInternal, 500, ClassFailed, "an unexpected server error"},
 }
 

@@ -93,6 +93,9 @@ func (s *Service) handle(j job) {
 	var reply any
 	e := s.fenced(j.ep)
 	if e == nil {
+		e = s.diskFullError(j.ep)
+	}
+	if e == nil {
 		_, e = requestDeadline(j.m, start)
 	}
 	if e == nil {

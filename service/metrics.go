@@ -48,6 +48,7 @@ type metrics struct {
 	// clusterConflict is 1 while another cluster serves the prefix on the
 	// bus; refusedReplies counts requests dropped for their reply subject.
 	clusterConflict prometheus.Gauge
+	diskFull        prometheus.Gauge
 	refusedReplies  *prometheus.CounterVec
 
 	leaderChanges prometheus.Counter
@@ -98,6 +99,7 @@ func newMetrics(s *Service) *metrics {
 	m.listingPaused = f.counter("concord_listing_paused_seconds_total", "Time listings of many keys paused to give way to writes in flight (--listing-share).")
 	m.applyDuration = f.histogram("concord_raft_apply_duration_seconds", "Time from proposing a request's command to its result from the state machine.", prometheus.DefBuckets)
 	m.snapshotDuration = f.histogram("concord_snapshot_persist_duration_seconds", "Time to write a Raft snapshot of the state.", prometheus.DefBuckets)
+	m.diskFull = f.gauge("concord_disk_full", "1 while this node's data directory has no room for its next Raft log segment (or too little beside it); as leader it then refuses new leases, puts and transactions with 507 disk_full.")
 	m.snapshotBytes = f.gauge("concord_snapshot_bytes", "Size of the last snapshot this node wrote.")
 
 	m.wal = newWALMetrics(f)

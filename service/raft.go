@@ -42,7 +42,10 @@ func (s *Service) startRaft() error {
 	hlog := newRaftLogger(s.log.With("component", "raft"))
 	s.phase.Store(int32(phaseOpeningLog))
 	// Migrates a data directory of an older release on its first start.
-	store, err := logstore.Open(dir, logstore.Options{Logger: hlog, Metrics: s.metrics.wal, SegmentBytes: s.cfg.WALSegmentMB << 20})
+	store, err := logstore.Open(dir, logstore.Options{Logger: hlog, Metrics: s.metrics.wal, SegmentBytes: s.cfg.WALSegmentMB << 20, OnDiskFull: s.onDiskFull})
+	if errors.Is(err, logstore.ErrDiskFull) {
+		return fmt.Errorf("%w; a smaller --wal-segment-mb needs less room (two segments and an eighth)", err)
+	}
 	if err != nil {
 		return err
 	}

@@ -37,7 +37,10 @@ type Service struct {
 	dec decoder
 
 	store *logstore.Store
-	snaps raft.SnapshotStore
+	// diskFull is why the log's disk is full, nil while it has room
+	// (diskfull.go).
+	diskFull atomic.Pointer[string]
+	snaps    raft.SnapshotStore
 	// raftLayer is what Raft's transport runs on: the TCP stream layer, or
 	// TLS over it.
 	raftLayer raft.StreamLayer

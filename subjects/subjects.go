@@ -70,6 +70,17 @@ func (e Endpoint) Writes() bool {
 	return false
 }
 
+// AddsState reports whether a request to the endpoint can make the
+// state bigger: a new lease, key or value. A leader whose disk is full
+// refuses these and takes the rest.
+func (e Endpoint) AddsState() bool {
+	switch e {
+	case LeaseGrant, KVPut, KVTxn:
+		return true
+	}
+	return false
+}
+
 // Nodes returns the subject every node answers with its own information,
 // leader or not; a request gets the first answer. Starting nodes use it to
 // see which cluster the bus serves.

@@ -118,3 +118,17 @@ func TestEndpointWrites(t *testing.T) {
 		}
 	}
 }
+
+// The endpoints that add state are writes, and exactly the three that can
+// make a new lease, key or value.
+func TestEndpointAddsState(t *testing.T) {
+	adds := map[Endpoint]bool{LeaseGrant: true, KVPut: true, KVTxn: true}
+	for _, e := range Endpoints {
+		if e.AddsState() != adds[e] {
+			t.Errorf("%s: AddsState() = %v", e, e.AddsState())
+		}
+		if e.AddsState() && !e.Writes() {
+			t.Errorf("%s adds state but is not a write", e)
+		}
+	}
+}

@@ -31,6 +31,7 @@ var wantExitByName = map[string]int{
 	schema.ErrNotLeader:           exitUnavailable,
 	schema.ErrUnavailable:         exitUnavailable,
 	schema.ErrOutcomeUnknown:      exitOutcomeUnknown,
+	schema.ErrDiskFull:            exitError,
 	schema.ErrInternal:            exitError,
 }
 

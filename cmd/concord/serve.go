@@ -74,7 +74,7 @@ func runServe(args []string) error {
 	fs.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", cfg.SnapshotThreshold, "new log entries that trigger a snapshot; also the fewest commands applied since the last one that do (then once they reach a quarter of the records held, or as soon as the node is quiet)")
 	fs.DurationVar(&cfg.SnapshotInterval, "snapshot-interval", cfg.SnapshotInterval, "how often to check whether a snapshot is due")
 	fs.Uint64Var(&cfg.TrailingLogs, "trailing-logs", cfg.TrailingLogs, "log entries kept after a snapshot")
-	fs.IntVar(&cfg.WALSegmentMB, "wal-segment-mb", cfg.WALSegmentMB, "size in MiB of each Raft log segment file, preallocated in full when it starts (the disk needs room for one more); 1 to 1024")
+	fs.IntVar(&cfg.WALSegmentMB, "wal-segment-mb", cfg.WALSegmentMB, "size in MiB of each Raft log segment file, preallocated in full, with the next one reserved ahead (the disk needs room for two and an eighth); 1 to 1024")
 	fs.Int64Var(&cfg.MinTTL, "min-ttl", cfg.MinTTL, "smallest lease ttl in seconds")
 	fs.IntVar(&cfg.MaxKeyBytes, "max-key-bytes", cfg.MaxKeyBytes, "longest key")
 	fs.IntVar(&cfg.MaxValueBytes, "max-value-bytes", cfg.MaxValueBytes, "largest value (compact JSON)")
