@@ -259,7 +259,10 @@ func (c *Client) failed(ep subjects.Endpoint, last error, unknown bool, deadline
 	if !deadline.IsZero() {
 		after = "no node starts it after " + deadline.UTC().Format("15:04:05.000") + " UTC"
 	}
-	return fmt.Errorf("%s: %w: the request may or may not have been applied (%s); read before retrying (last attempt: %w)", ep, outcomeUnknown, after, last)
+	// last only in words: its sentinel (a 503's ErrUnavailable, "nothing
+	// changed") would be a lie about the call, which an earlier attempt
+	// may have applied.
+	return fmt.Errorf("%s: %w: the request may or may not have been applied (%s); read before retrying (last attempt: %v)", ep, outcomeUnknown, after, last)
 }
 
 // attempt sends msg once and waits for the reply, for at most limit (0: as
