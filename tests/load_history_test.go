@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -12,97 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anishathalye/porcupine"
 	"github.com/nats-io/nats.go"
 
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/tests/linearize"
 )
-
-// regInput and regOutput are operations on one register key: put, get, and
-// a compare-and-swap done with a transaction.
-type regInput struct {
-	Kind, Key, Value, From, To string
-}
-
-type regOutput struct {
-	Value string // "" when absent
-	OK    bool   // a cas that swapped
-}
-
-// registerModel is the sequential specification the history must match: a
-// map of independent registers, so the check partitions by key.
-var registerModel = porcupine.Model{
-	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
-		byKey := map[string][]porcupine.Operation{}
-		for _, op := range h {
-			k := op.Input.(regInput).Key
-			byKey[k] = append(byKey[k], op)
-		}
-		var out [][]porcupine.Operation
-		for _, ops := range byKey {
-			out = append(out, ops)
-		}
-		return out
-	},
-	Init: func() any { return "" },
-	Step: func(state, input, output any) (bool, any) {
-		st, in, out := state.(string), input.(regInput), output.(regOutput)
-		switch in.Kind {
-		case "put":
-			return true, in.Value
-		case "get":
-			return out.Value == st, st
-		case "cas":
-			if st == in.From {
-				return out.OK, in.To
-			}
-			return !out.OK, st
-		}
-		return false, st
-	},
-	DescribeOperation: func(input, output any) string {
-		in, out := input.(regInput), output.(regOutput)
-		switch in.Kind {
-		case "put":
-			return fmt.Sprintf("put(%s,%s)", in.Key, in.Value)
-		case "get":
-			return fmt.Sprintf("get(%s)->%q", in.Key, out.Value)
-		}
-		return fmt.Sprintf("cas(%s,%q->%q)->%v", in.Key, in.From, in.To, out.OK)
-	},
-}
-
-// history records operations with their call and return times.
-type history struct {
-	start time.Time
-	mu    sync.Mutex
-	ops   []porcupine.Operation
-}
-
-func (h *history) now() int64 { return int64(time.Since(h.start)) }
-
-func (h *history) add(client int, in regInput, call int64, out regOutput) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: h.now()})
-}
-
-// check fails the test unless the history is linearizable.
-func (h *history) check(t *testing.T) {
-	t.Helper()
-	h.mu.Lock()
-	ops := append([]porcupine.Operation(nil), h.ops...)
-	h.mu.Unlock()
-	res, _ := porcupine.CheckOperationsVerbose(registerModel, ops, time.Minute)
-	switch res {
-	case porcupine.Ok:
-		t.Logf("history of %d operations is linearizable", len(ops))
-	case porcupine.Illegal:
-		t.Fatalf("history of %d operations is NOT linearizable", len(ops))
-	default:
-		t.Fatalf("linearizability check of %d operations inconclusive: %s", len(ops), res)
-	}
-}
 
 // errRetriesExhausted means a request found no leader for the whole retry
 // window: the cluster did not recover in time.
@@ -152,7 +67,7 @@ func request(nc *nats.Conn, subject string, body any, idemKey string, window tim
 type workload struct {
 	t      *testing.T
 	c      *cluster
-	hist   *history
+	hist   *linearize.History
 	stop   chan struct{}
 	wg     sync.WaitGroup
 	failed atomic.Value
@@ -205,7 +120,7 @@ const (
 )
 
 func startWorkload(t *testing.T, c *cluster, clients int) *workload {
-	w := &workload{t: t, c: c, hist: &history{start: time.Now()}, stop: make(chan struct{})}
+	w := &workload{t: t, c: c, hist: linearize.New(), stop: make(chan struct{})}
 	w.lastWrite.Store(time.Now().UnixNano())
 	w.lastAnswer.Store(time.Now().UnixNano())
 	for i := 0; i < clients; i++ {
@@ -259,7 +174,7 @@ func (w *workload) registers(id int, nc *nats.Conn) {
 	seen := map[string]string{}
 	for seq := 0; !w.stopped(); seq++ {
 		key := fmt.Sprintf("reg.k%d", r.IntN(registerKeys))
-		call := w.hist.now()
+		call := w.hist.Now()
 		switch p := r.IntN(10); {
 		case p < 4:
 			val := fmt.Sprintf("c%d-%d", id, seq)
@@ -269,7 +184,7 @@ func (w *workload) registers(id int, nc *nats.Conn) {
 				return
 			}
 			w.wrote()
-			w.hist.add(id, regInput{Kind: "put", Key: key, Value: val}, call, regOutput{})
+			w.hist.Add(id, linearize.Input{Op: linearize.Put, Key: key, Value: val}, call, linearize.Output{})
 		case p < 8:
 			data, e, err := request(nc, "concord.kv.get", map[string]any{"key": key}, "", 30*time.Second)
 			if err != nil || e != nil {
@@ -281,7 +196,7 @@ func (w *workload) registers(id int, nc *nats.Conn) {
 				w.fail(err)
 				return
 			}
-			out := regOutput{}
+			out := linearize.Output{}
 			if len(g.KVs) == 1 {
 				if err := json.Unmarshal(g.KVs[0].Value, &out.Value); err != nil {
 					w.fail(err)
@@ -289,7 +204,7 @@ func (w *workload) registers(id int, nc *nats.Conn) {
 				}
 			}
 			seen[key] = out.Value
-			w.hist.add(id, regInput{Kind: "get", Key: key}, call, out)
+			w.hist.Add(id, linearize.Input{Op: linearize.Get, Key: key}, call, out)
 		default:
 			from, to := seen[key], fmt.Sprintf("c%d-%d", id, seq)
 			cmp := map[string]any{"key": key, "target": "value", "op": "==", "value": from}
@@ -308,7 +223,7 @@ func (w *workload) registers(id int, nc *nats.Conn) {
 				return
 			}
 			w.wrote()
-			w.hist.add(id, regInput{Kind: "cas", Key: key, From: from, To: to}, call, regOutput{OK: tr.Succeeded})
+			w.hist.Add(id, linearize.Input{Op: linearize.CAS, Key: key, Expect: from, Value: to}, call, linearize.Output{Swapped: tr.Succeeded})
 		}
 	}
 }
@@ -516,20 +431,24 @@ func (w *workload) finish() {
 	nc := w.c.conn()
 	for k := 0; k < registerKeys; k++ {
 		key := fmt.Sprintf("reg.k%d", k)
-		call := w.hist.now()
+		call := w.hist.Now()
 		data, e, err := request(nc, "concord.kv.get", map[string]any{"key": key}, "", 30*time.Second)
 		if err != nil || e != nil {
 			t.Fatalf("final read of %s: %v %v", key, err, e)
 		}
 		var g schema.KVGetReply
 		mustUnmarshal(t, data, &g)
-		out := regOutput{}
+		out := linearize.Output{}
 		if len(g.KVs) == 1 {
 			mustUnmarshal(t, g.KVs[0].Value, &out.Value)
 		}
-		w.hist.add(1000, regInput{Kind: "get", Key: key}, call, out)
+		w.hist.Add(1000, linearize.Input{Op: linearize.Get, Key: key}, call, out)
 	}
-	w.hist.check(t)
+	if err := w.hist.Check(time.Minute, filepath.Join(t.TempDir(), "history.html")); err != nil {
+		t.Fatal(err)
+	}
+	ops, _, _ := w.hist.Counts()
+	t.Logf("history of %d operations is linearizable", ops)
 
 	gap := time.Duration(w.maxSilence.Load())
 	t.Logf("longest time without an acknowledged write: %s; without any answer: %s", time.Duration(w.maxGap.Load()), gap)

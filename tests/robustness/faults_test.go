@@ -95,14 +95,7 @@ func TestNetworkFaults(t *testing.T) {
 // runFault applies f to the current leader, holds it, heals, and logs
 // availability during the fault and recovery after it.
 func runFault(t *testing.T, lab *netLab, c *labCluster, w *faultWorkload, f fault) {
-	st := c.waitMembers(60 * time.Second)
-	leader := st.Leader
-	var followers []string
-	for _, h := range c.names {
-		if h != leader {
-			followers = append(followers, h)
-		}
-	}
+	leader, followers := c.roles(60 * time.Second)
 	before := w.okRate(time.Now().Add(-3*time.Second), time.Now())
 	start := time.Now()
 	if f.flaps > 0 {

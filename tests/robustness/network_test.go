@@ -64,17 +64,22 @@ func startLabCluster(t *testing.T, lab *netLab, names ...string) *labCluster {
 // and the others.
 func (c *labCluster) follower() (string, []string) {
 	c.t.Helper()
-	st := c.waitMembers(30 * time.Second)
-	var follower string
-	var others []string
+	leader, followers := c.roles(30 * time.Second)
+	return followers[0], append([]string{leader}, followers[1:]...)
+}
+
+// roles returns the leader, once the cluster is whole, and the other
+// nodes.
+func (c *labCluster) roles(timeout time.Duration) (string, []string) {
+	c.t.Helper()
+	leader := c.waitMembers(timeout).Leader
+	var followers []string
 	for _, h := range c.names {
-		if h != st.Leader && follower == "" {
-			follower = h
-		} else {
-			others = append(others, h)
+		if h != leader {
+			followers = append(followers, h)
 		}
 	}
-	return follower, others
+	return leader, followers
 }
 
 // status asks the cluster, through host's own server, for its status.
@@ -239,14 +244,7 @@ const availabilityBound = 15 * time.Second
 func TestLeaderCutHealthyMajorityServes(t *testing.T) {
 	lab := newNetLab(t, "n1", "n2", "n3")
 	c := startLabCluster(t, lab, "n1", "n2", "n3")
-	st := c.waitMembers(30 * time.Second)
-	leader := st.Leader
-	var healthy []string
-	for _, h := range c.names {
-		if h != leader {
-			healthy = append(healthy, h)
-		}
-	}
+	leader, healthy := c.roles(30 * time.Second)
 	conns := map[string]*nats.Conn{}
 	for _, h := range healthy {
 		nc, err := connectFrom(lab.ns[h], natsURL(lab, h), nats.MaxReconnects(-1))
