@@ -56,9 +56,11 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags failpoints ./service/...
 
 unit:
 	$(GO) test -race -count=1 $(RACE_PKGS)
+	$(GO) test -count=1 -tags failpoints ./service/failpoint/
 
 blackbox: tools
 	PATH="$(BIN):$$PATH" CONCORD_REQUIRE_NATS_CLI=1 CONCORD_REQUIRE_SYSTEMD_ANALYZE=1 $(GO) test -count=1 -timeout 13m $$($(GO) list ./tests/... | grep -v /tests/robustness)

@@ -21,6 +21,7 @@ require (
 	github.com/prometheus/common v0.72.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	go.etcd.io/bbolt v1.5.0
+	go.etcd.io/gofail v0.2.0
 	golang.org/x/crypto v0.58.0
 	golang.org/x/sys v0.50.0
 )

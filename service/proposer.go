@@ -11,6 +11,7 @@ import (
 
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/service/failpoint"
 )
 
 // Proposal batching. Raft's cost per log entry (futures, inflight lists,
@@ -303,6 +304,7 @@ func (s *Service) proposeUntil(body any, idempotencyKey string, deadline time.Ti
 	if e != nil {
 		return nil, e
 	}
+	failpoint.Inject(failpoint.BeforeReply)
 	// From proposing to the result, the wait for a batch included.
 	s.metrics.applyDuration.Observe(time.Since(start).Seconds())
 	if res.Err != nil {

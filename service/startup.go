@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/concord-io/concord/service/failpoint"
 )
 
 // What a node is doing while it cannot serve, in words an operator and a
@@ -153,10 +155,12 @@ func (f raftFSM) Restore(rc io.ReadCloser) error {
 	p := &f.s.restore
 	p.begin(-1)
 	defer p.end()
-	cr := &countingReader{ReadCloser: rc, p: p}
-	if f.s.pause != nil {
-		cr.hold = func() { f.s.pause.hold(pauseRestore) }
-	}
+	cr := &countingReader{ReadCloser: rc, p: p, atHalf: func() {
+		failpoint.Inject(failpoint.SnapshotRestore)
+		if f.s.pause != nil {
+			f.s.pause.hold(pauseRestore)
+		}
+	}}
 	return f.stateMachine.Restore(cr)
 }
 
@@ -171,20 +175,20 @@ func (f raftFSM) Snapshot() (raft.FSMSnapshot, error) {
 }
 
 // countingReader adds what it reads to the restore's progress and calls
-// hold once, when half the snapshot has been read (so that the progress
-// shows part of it read).
+// atHalf once, when half the snapshot has been read (so that a test that
+// holds or kills the node there sees part of it read).
 type countingReader struct {
 	io.ReadCloser
-	p    *restoreProgress
-	hold func()
+	p      *restoreProgress
+	atHalf func()
 }
 
 func (c *countingReader) Read(b []byte) (int, error) {
 	n, err := c.ReadCloser.Read(b)
 	d := c.p.done.Add(int64(n))
-	if total := c.p.total.Load(); c.hold != nil && total > 0 && d >= total/2 {
-		h := c.hold
-		c.hold = nil
+	if total := c.p.total.Load(); c.atHalf != nil && total > 0 && d >= total/2 {
+		h := c.atHalf
+		c.atHalf = nil
 		h()
 	}
 	return n, err

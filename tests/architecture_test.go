@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // ARCHITECTURE.md is the map of the code; a map that names files which
@@ -83,4 +84,26 @@ func TestArchitectureNamesRealPaths(t *testing.T) {
 func pathExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// The failpoints (service/failpoint) exist only in a binary built with the
+// failpoints tag: the binary every other test runs, which is the one
+// users get, links no gofail code, and a tagged build does.
+func TestFailpointsOnlyInTheTaggedBuild(t *testing.T) {
+	const gofail = "go.etcd.io/gofail"
+	out, err := newProc(t, time.Minute, "go", "version", "-m", binPath).combinedOutput()
+	if err != nil {
+		t.Fatalf("go version -m: %v: %s", err, out)
+	}
+	if strings.Contains(string(out), gofail) {
+		t.Fatalf("the normal binary links %s:\n%s", gofail, out)
+	}
+	tagged := filepath.Join(t.TempDir(), "concord-failpoints")
+	if out, err := newProc(t, 5*time.Minute, "go", "build", "-tags", "failpoints", "-o", tagged, "../cmd/concord").combinedOutput(); err != nil {
+		t.Fatalf("build with -tags failpoints: %v: %s", err, out)
+	}
+	out, err = newProc(t, time.Minute, "go", "version", "-m", tagged).combinedOutput()
+	if err != nil || !strings.Contains(string(out), gofail) {
+		t.Fatalf("the failpoints build does not link %s (%v):\n%s", gofail, err, out)
+	}
 }

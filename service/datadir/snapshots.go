@@ -9,6 +9,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/concord-io/concord/service/failpoint"
 )
 
 // SnapshotDir is the directory of the data directory that holds Raft's
@@ -85,11 +87,18 @@ func (k *durableSink) Close() error {
 		return k.SnapshotSink.Close()
 	}
 	k.closed = true
+	failpoint.Inject(failpoint.SnapshotBeforeRename)
 	if err := SyncDir(k.dir); err != nil {
 		_ = k.SnapshotSink.Cancel()
 		return fmt.Errorf("snapshot: %w", err)
 	}
 	return k.SnapshotSink.Close()
+}
+
+// Write writes the snapshot's data (a failpoint before each write).
+func (k *durableSink) Write(p []byte) (int, error) {
+	failpoint.Inject(failpoint.SnapshotWrite)
+	return k.SnapshotSink.Write(p)
 }
 
 // RemoveTornSnapshots deletes what a crash or power cut left of snapshots

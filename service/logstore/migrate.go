@@ -10,6 +10,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/raft-wal/metrics"
+
+	"github.com/concord-io/concord/service/failpoint"
 )
 
 // Migration copies in batches of this many entries or about this many
@@ -38,6 +40,13 @@ const (
 // ends the migration there with that error and no clean-up, as a crash
 // would (open files are closed, as the kernel would close them).
 type crashHook func(step string) error
+
+// migrationPoint is the hook of a real start: the failpoint that kills
+// the process after a step (in a failpoints build only).
+func migrationPoint(string) error {
+	failpoint.Inject(failpoint.MigrationStep)
+	return nil
+}
 
 // migrate brings dataDir to the WAL layout (see the package comment). It
 // does nothing on a directory that has the WAL or no log at all.

@@ -11,6 +11,8 @@ import (
 	"github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/types"
 	"golang.org/x/sys/unix"
+
+	"github.com/concord-io/concord/service/failpoint"
 )
 
 // ErrDiskFull reports that the log's disk has no room: for the next
@@ -44,7 +46,7 @@ const reserveName = "next-segment.reserve"
 // A preallocation that fails is undone: the partial file is removed, so a
 // failed attempt does not leave the disk full.
 type spaceFS struct {
-	*fs.FS // ListDir, Delete, OpenReader, OpenWriter
+	*fs.FS // ListDir, Delete, OpenReader
 	dir    string
 	size   int64 // the configured segment size
 	slack  int64 // preallocated past size, and the free space kept
@@ -111,14 +113,44 @@ func (f *spaceFS) Create(dir, name string, size uint64) (types.WritableFile, err
 			return nil, err
 		}
 		f.checkLocked()
-		return file, nil
+		return withSyncPoints(file), nil
 	}
 	file, err := preallocate(dir, path, alloc, os.O_EXCL)
 	if err != nil {
 		f.setFullLocked(err)
 		return nil, err
 	}
-	return file, nil
+	return withSyncPoints(file), nil
+}
+
+// OpenWriter opens an existing segment to append to it.
+func (f *spaceFS) OpenWriter(dir, name string) (types.WritableFile, error) {
+	file, err := f.FS.OpenWriter(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	return withSyncPoints(file), nil
+}
+
+// syncPoints puts the failpoints on either side of a segment's fsync,
+// the one that makes an append durable (service/failpoint).
+type syncPoints struct{ types.WritableFile }
+
+func (s syncPoints) Sync() error {
+	failpoint.Inject(failpoint.LogBeforeSync)
+	if err := s.WritableFile.Sync(); err != nil {
+		return err
+	}
+	failpoint.Inject(failpoint.LogAfterSync)
+	return nil
+}
+
+// withSyncPoints wraps file in syncPoints in a failpoints build only.
+func withSyncPoints(file types.WritableFile) types.WritableFile {
+	if !failpoint.Enabled {
+		return file
+	}
+	return syncPoints{file}
 }
 
 // Check makes the reserve if there is none, looks at the free space, and

@@ -167,7 +167,7 @@ func Open(dataDir string, opts Options) (*Store, error) {
 }
 
 func open(dataDir string, opts Options) (*Store, error) {
-	if err := migrate(dataDir, opts.Logger, nil); err != nil {
+	if err := migrate(dataDir, opts.Logger, migrationPoint); err != nil {
 		return nil, err
 	}
 	dir := filepath.Join(dataDir, DirName)
