@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -43,7 +44,7 @@ const nftTable = "concordfault"
 func requireNetLab(t *testing.T) {
 	t.Helper()
 	requireRoot(t)
-	for _, tool := range []string{"ip", "nft"} {
+	for _, tool := range []string{"ip", "nft", "nsenter"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			if os.Getenv("CONCORD_REQUIRE_ROBUSTNESS") != "" {
 				t.Fatalf("%s not found: the network scenarios need iproute2 and nftables (make robustness installs nftables)", tool)
@@ -62,13 +63,13 @@ func newNetLab(t *testing.T, hosts ...string) *netLab {
 		t.Fatal(err)
 	}
 	l := &netLab{t: t, id: hex.EncodeToString(b), ns: map[string]string{}, ip: map[string]string{}, hosts: hosts, cutSet: map[string]bool{}}
-	l.sw = "cc-" + l.id + "-sw"
+	l.sw = nsPrefix() + l.id + "-sw"
 	t.Cleanup(l.remove)
 	l.run("ip", "netns", "add", l.sw)
 	l.run("ip", "-n", l.sw, "link", "add", "br0", "type", "bridge")
 	l.run("ip", "-n", l.sw, "link", "set", "br0", "up")
 	for i, h := range hosts {
-		ns := fmt.Sprintf("cc-%s-%s", l.id, h)
+		ns := fmt.Sprintf("%s%s-%s", nsPrefix(), l.id, h)
 		l.ns[h], l.ip[h] = ns, fmt.Sprintf("%s.%d", labSubnet, i+1)
 		peer := fmt.Sprintf("v%d", i+1)
 		l.run("ip", "netns", "add", ns)
@@ -96,6 +97,38 @@ func (l *netLab) remove() {
 	for _, ns := range append([]string{l.sw}, mapValues(l.ns)...) {
 		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil && !strings.Contains(string(out), "No such file") {
 			l.t.Errorf("remove network namespace %s: %v: %s", ns, err, out)
+		}
+	}
+}
+
+// nsPrefix starts the name of every namespace this test process makes:
+// "cc-<pid>-". A run killed from outside never runs its clean-ups, and
+// the next run's sweepNamespaces knows its leftovers by the dead pid.
+func nsPrefix() string { return fmt.Sprintf("cc-%d-", os.Getpid()) }
+
+// sweepNamespaces deletes the namespaces of test processes that are gone,
+// and leaves those of any run still going (another suite on this machine).
+func sweepNamespaces() {
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		return // no ip: no namespaces of ours either
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		name, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+		rest, ok := strings.CutPrefix(name, "cc-")
+		if !ok {
+			continue
+		}
+		pid, _, _ := strings.Cut(rest, "-")
+		if n, err := strconv.Atoi(pid); err != nil || n <= 0 {
+			continue // not a name this suite makes
+		} else if _, err := os.Stat(fmt.Sprintf("/proc/%d", n)); err == nil {
+			continue
+		}
+		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "remove the stale network namespace %s: %v: %s\n", name, err, out)
+		} else {
+			fmt.Fprintf(os.Stderr, "removed the stale network namespace %s, left by a run that was killed\n", name)
 		}
 	}
 }
@@ -149,7 +182,7 @@ func (l *netLab) heal() {
 
 func (l *netLab) nft(ns, rule string) {
 	l.t.Helper()
-	l.run("ip", "netns", "exec", ns, "nft", rule)
+	l.run("nsenter", "--net=/run/netns/"+ns, "nft", rule)
 }
 
 // reaches reports whether a TCP connection from host to addr opens within

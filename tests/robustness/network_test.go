@@ -37,6 +37,20 @@ func raftAddr(l *netLab, host string) string { return l.ip[host] + ":7000" }
 // bootstraps, the others join; it returns once all are members.
 func startLabCluster(t *testing.T, lab *netLab, names ...string) *labCluster {
 	t.Helper()
+	return startLabClusterWith(t, lab, labOptions{}, names...)
+}
+
+// labOptions changes how startLabClusterWith starts each node.
+type labOptions struct {
+	bin     string                     // the binary; binPath when ""
+	flags   []string                   // added to every node's serve flags
+	env     func(host string) []string // added to a node's environment
+	dataDir func(host string) string   // a node's data directory; a temporary one when nil
+}
+
+// startLabClusterWith is startLabCluster with options.
+func startLabClusterWith(t *testing.T, lab *netLab, o labOptions, names ...string) *labCluster {
+	t.Helper()
 	c := &labCluster{t: t, lab: lab, names: names, nodes: map[string]*node{}}
 	var routes []string
 	for _, h := range names {
@@ -48,10 +62,18 @@ func startLabCluster(t *testing.T, lab *netLab, names ...string) *labCluster {
 		if i == 0 {
 			mode = "--bootstrap"
 		}
-		n := newNodeWith(t, lab.ns[h], natsURL(lab, h), []string{"serve", "--node-id", h,
-			"--data-dir", filepath.Join(dir, h), "--raft-addr", raftAddr(lab, h),
+		data := filepath.Join(dir, h)
+		if o.dataDir != nil {
+			data = o.dataDir(h)
+		}
+		n := newNodeWith(t, lab.ns[h], natsURL(lab, h), append([]string{"serve", "--node-id", h,
+			"--data-dir", data, "--raft-addr", raftAddr(lab, h),
 			"--nats-listen", lab.ip[h] + ":4222", "--nats-cluster", lab.ip[h] + ":6222",
-			"--nats-routes", strings.Join(routes, ","), mode})
+			"--nats-routes", strings.Join(routes, ","), mode}, o.flags...))
+		n.bin = o.bin
+		if o.env != nil {
+			n.env = o.env(h)
+		}
 		n.start()
 		c.nodes[h] = n
 	}

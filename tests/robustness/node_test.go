@@ -34,8 +34,12 @@ type node struct {
 	natsURL string
 	logPath string
 	// netns, when set, is the network namespace the process runs in
-	// (ip netns exec), and the one its NATS URL is dialled from.
+	// (nsenter), and the one its NATS URL is dialled from.
 	netns string
+	// bin, when set, is the binary to run instead of binPath (the
+	// failpoints build); env is added to the process's environment.
+	bin string
+	env []string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -79,12 +83,20 @@ func (n *node) start() {
 		n.t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), nodeDeadline)
-	cmd := exec.CommandContext(ctx, binPath, n.args...)
-	if n.netns != "" {
-		// ip netns exec enters the namespace and execs the binary: the
-		// same process, group and deadline.
-		cmd = exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", n.netns, binPath}, n.args...)...)
+	bin := binPath
+	if n.bin != "" {
+		bin = n.bin
 	}
+	cmd := exec.CommandContext(ctx, bin, n.args...)
+	if n.netns != "" {
+		// nsenter enters the network namespace only and execs the binary:
+		// the same process, group and deadline. Not ip netns exec: that
+		// also gives the process a mount namespace of its own, holding a
+		// copy of every mount of the moment, so a lazyfs disk of another
+		// node could not be unmounted (for a power cut) while it runs.
+		cmd = exec.CommandContext(ctx, "nsenter", append([]string{"--net=/run/netns/" + n.netns, "--", bin}, n.args...)...)
+	}
+	cmd.Env = append(os.Environ(), n.env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
