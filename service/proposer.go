@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"sync"
@@ -58,6 +59,12 @@ type proposer struct {
 	// clock reads the time a batch is proposed at, to leave out the
 	// proposals whose deadline has passed by then; time.Now but in tests.
 	clock func() time.Time
+	// stop ends with the node (Service.ctx). A future Raft took but never
+	// served when it shut down is never answered (raft v1.8.0), so entries
+	// are waited for until stop ends and then answered outcome unknown:
+	// a goroutine that proposes may be one Close waits for (the limits
+	// proposal when a term starts).
+	stop context.Context
 	// batching is on while every member of the cluster reads batch
 	// entries (formatGate).
 	batching atomic.Bool
@@ -92,7 +99,7 @@ type proposal struct {
 
 // newProposer returns a proposer with batching on or off.
 func newProposer(apply func([]byte) raft.ApplyFuture, batching bool) *proposer {
-	p := &proposer{apply: apply, maxInflight: proposeInflight, maxCommands: maxBatchCommands, maxBytes: maxBatchBytes, clock: time.Now}
+	p := &proposer{apply: apply, maxInflight: proposeInflight, maxCommands: maxBatchCommands, maxBytes: maxBatchBytes, clock: time.Now, stop: context.Background()}
 	p.batching.Store(batching)
 	return p
 }
@@ -214,7 +221,10 @@ func (p *proposer) propose1(batch []*proposal) {
 		}
 	}
 	f := p.apply(entry)
-	if err := f.Error(); err != nil {
+	if err := await(p.stop, f); err != nil {
+		if err == p.stop.Err() {
+			err = raft.ErrRaftShutdown // not answered before the node stopped
+		}
 		answer(raftError(err))
 		return
 	}

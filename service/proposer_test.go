@@ -2,6 +2,7 @@ package service
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -607,5 +608,32 @@ func TestProposerLeavesExpiredCommandsOut(t *testing.T) {
 		if got := <-proposeAsyncUntil(p, putCmd(t, 3, "on time", ""), now); got.err != nil || len(g.entries) != 1 {
 			t.Fatalf("batching %v: a command at its deadline: %v, %d entries appended", batching, got.err, len(g.entries))
 		}
+	}
+}
+
+// An entry Raft took and never answered (raft v1.8.0 leaves such a future
+// unanswered when it shuts down) holds its proposer only until the node
+// stops: then it is answered outcome unknown, and a goroutine Close waits
+// for is free.
+func TestProposerAnswersAnUnansweredEntryWhenTheNodeStops(t *testing.T) {
+	g := newGatedLog()
+	p := newProposer(g.apply, true)
+	ctx, stop := context.WithCancel(context.Background())
+	p.stop = ctx
+	r := proposeAsync(p, putCmd(t, 1, "a", ""))
+	waitUntil(t, "the entry is in flight", func() bool { return g.inflight() == 1 })
+	select {
+	case got := <-r:
+		t.Fatalf("answered before its entry applied or the node stopped: %+v", got)
+	case <-time.After(50 * time.Millisecond):
+	}
+	stop()
+	select {
+	case got := <-r:
+		if got.err == nil || got.err.Name != schema.ErrOutcomeUnknown {
+			t.Fatalf("answer after the node stopped: %+v, want %s", got, schema.ErrOutcomeUnknown)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the proposal still waits for an entry Raft will never answer")
 	}
 }

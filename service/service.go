@@ -159,6 +159,7 @@ func Start(cfg Config) (*Service, error) {
 	// The request metrics are the counters micro's STATS reads.
 	s.metrics.reg.MustRegister(s.reqStats)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.proposer.stop = s.ctx
 	s.pool = newWorkerPool(cfg.MaxInflight, workerIdle, s.ctx.Done(), s.handle)
 	if err := s.start(); err != nil {
 		s.Close()
