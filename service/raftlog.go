@@ -23,6 +23,10 @@ func newRaftLogger(log *slog.Logger) hclog.Logger {
 // hclogBridge writes Raft's hclog lines to the node's slog logger. Its
 // warnings and errors go through a repeatLimiter: a peer that is cut off
 // makes Raft repeat the same one for every heartbeat or election round.
+// So do the info lines of an election round (electionRound), which a node
+// cut off from its peers logs twice a second for as long as the cut
+// lasts; Raft's other info lines (a leader elected, snapshots) are rare
+// and all kept.
 type hclogBridge struct {
 	log     *slog.Logger
 	repeats *repeatLimiter
@@ -38,7 +42,7 @@ func (b *hclogBridge) Write(p []byte) (int, error) {
 	lvl, _ := rec["@level"].(string)
 	level := raftLevel(lvl)
 	var held int
-	if level >= slog.LevelWarn && b.repeats != nil {
+	if (level >= slog.LevelWarn || electionRound[msg]) && b.repeats != nil {
 		var ok bool
 		if ok, held = b.repeats.allow(lvl + " " + msg); !ok {
 			return len(p), nil
@@ -55,6 +59,12 @@ func (b *hclogBridge) Write(p []byte) (int, error) {
 	}
 	b.log.LogAttrs(context.Background(), level, msg, attrs...)
 	return len(p), nil
+}
+
+// electionRound are the info lines Raft logs in every election round.
+var electionRound = map[string]bool{
+	"entering candidate state":                               true,
+	"pre-vote campaign failed, waiting for election timeout": true,
 }
 
 // raftLevel maps hclog levels to slog's. Raft's info lines (elections,
