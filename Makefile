@@ -66,11 +66,12 @@ blackbox: tools
 	PATH="$(BIN):$$PATH" CONCORD_REQUIRE_NATS_CLI=1 CONCORD_REQUIRE_SYSTEMD_ANALYZE=1 $(GO) test -count=1 -timeout 13m $$($(GO) list ./tests/... | grep -v /tests/robustness)
 	cd deploy/check && $(GO) test -count=1 -timeout 10m ./...
 
-# The robustness suite (tests/robustness): power cuts on lazyfs, a FUSE
-# filesystem that throws away what was not fsynced, and packet-level faults
-# between network namespaces (nftables), against the real binary. It needs
-# root, /dev/fuse, iproute2 and nftables (installed here with apt-get when
-# missing and root). `make robustness` runs the long
+# The robustness suite (tests/robustness, see its README.md): power cuts on
+# lazyfs, a FUSE filesystem that throws away what was not fsynced,
+# packet-level faults between network namespaces (nftables), and crashes at
+# failpoints (a -tags failpoints build it makes itself), against the real
+# binary. It needs root, /dev/fuse, iproute2, nsenter and nftables
+# (nftables installed here with apt-get when missing and root). `make robustness` runs the long
 # profile (more cuts per scenario); `make test` runs the short one, and
 # under CI (CI set) a scenario that cannot run fails instead of skipping.
 ROBUSTNESS_PROFILE ?= long

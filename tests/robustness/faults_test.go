@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -119,6 +120,7 @@ func runFault(t *testing.T, lab *netLab, c *labCluster, w *faultWorkload, f faul
 	healed := time.Now()
 	during := w.okRate(start, healed)
 	recovery := w.recover(t, c, healed)
+	checkLogVolume(t, c, f, start, healed)
 	t.Logf("%s (leader %s, %s): %.0f ops/s served during the fault, %.0f before (%.0f%%); recovered %s after the heal",
 		f.name, leader, healed.Sub(start).Round(100*time.Millisecond), during, before, 100*during/max(before, 1), recovery.Round(100*time.Millisecond))
 	w.report = append(w.report, fmt.Sprintf("%s: %.0f%% of the ops/s before it, recovered %s after the heal", f.name, 100*during/max(before, 1), recovery.Round(100*time.Millisecond)))
@@ -545,4 +547,87 @@ func (w *faultWorkload) checkConverged(t *testing.T, c *labCluster) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Errorf("replicas did not converge within 30 s: %s", why)
+}
+
+// maxLogLinesPerMinute bounds what each node logs while a fault lasts,
+// and maxRepeatEvery how often one message may repeat: a cut is logged
+// (the first line of each kind, then one every 10 s saying how many like
+// it were held back), not flooded. Before the election rounds' info lines
+// were held back too, a leader cut off for 30 s logged "entering candidate
+// state" 40 times (and a 120 s cut about 370 failed vote requests before
+// those were). A flapping link is exempt from the repeat bound: each flap
+// is a real change of leader, worth its lines.
+const (
+	maxLogLinesPerMinute = 60
+	maxRepeatEvery       = 5 * time.Second
+)
+
+// checkLogVolume counts the lines each node logged from start to healed,
+// and fails the fault if a node logged more than maxLogLinesPerMinute
+// allows (counted over at least a minute, so that the burst of a failover
+// does not count against a short fault) or repeated one message more than
+// three times plus once every maxRepeatEvery.
+func checkLogVolume(t *testing.T, c *labCluster, f fault, start, healed time.Time) {
+	t.Helper()
+	held := healed.Sub(start)
+	minutes := max(held.Minutes(), 1)
+	maxRepeats := 3 + int(held/maxRepeatEvery)
+	var counts []string
+	for _, h := range c.names {
+		b, err := os.ReadFile(c.nodes[h].logPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, top := 0, map[string]int{}
+		for _, line := range strings.Split(string(b), "\n") {
+			at, ok := logTime(line)
+			if !ok || at.Before(start) || at.After(healed) {
+				continue
+			}
+			n++
+			top[logMessage(line)]++
+		}
+		var kinds []string
+		for msg, k := range top {
+			if k > 2 {
+				kinds = append(kinds, fmt.Sprintf("%d× %s", k, msg))
+			}
+			if k > maxRepeats && f.flaps == 0 {
+				t.Errorf("%s logged %q %d times in the %s of %q (bound %d)", h, msg, k, held.Round(time.Second), f.name, maxRepeats)
+			}
+		}
+		sort.Sort(sort.Reverse(sort.StringSlice(kinds)))
+		counts = append(counts, fmt.Sprintf("%s %d (%s)", h, n, strings.Join(kinds, "; ")))
+		if float64(n) > maxLogLinesPerMinute*minutes {
+			t.Errorf("%s logged %d lines in the %s of %q (bound %d a minute); the most repeated: %s",
+				h, n, held.Round(time.Second), f.name, maxLogLinesPerMinute, strings.Join(kinds, "; "))
+		}
+	}
+	t.Logf("log lines during %q (%s): %s", f.name, held.Round(time.Second), strings.Join(counts, ", "))
+}
+
+// logTime reads the time of a line of the node's log (slog's text form).
+func logTime(line string) (time.Time, bool) {
+	v, ok := strings.CutPrefix(line, "time=")
+	if !ok {
+		return time.Time{}, false
+	}
+	v, _, _ = strings.Cut(v, " ")
+	at, err := time.Parse(time.RFC3339Nano, v)
+	return at, err == nil
+}
+
+// logMessage is a line's msg, to name what repeats.
+func logMessage(line string) string {
+	_, msg, ok := strings.Cut(line, " msg=")
+	if !ok {
+		return line
+	}
+	if strings.HasPrefix(msg, `"`) {
+		if end := strings.Index(msg[1:], `"`); end >= 0 {
+			return msg[1 : end+1]
+		}
+	}
+	msg, _, _ = strings.Cut(msg, " ")
+	return msg
 }
