@@ -73,6 +73,13 @@ func startFailpointLab(t *testing.T) *failpointLab {
 	if failpointBinPath == "" {
 		t.Skip("no failpoints build: CONCORD_ROBUSTNESS_BIN is set without CONCORD_ROBUSTNESS_FAILPOINTS_BIN")
 	}
+	return startPowerLab(t, failpointBinPath)
+}
+
+// startPowerLab starts the 3-node lab cluster of bin with each node's data
+// on a lazyfs disk of its own.
+func startPowerLab(t *testing.T, bin string) *failpointLab {
+	t.Helper()
 	f := &failpointLab{lab: newNetLab(t, "n1", "n2", "n3", "cl"), disks: map[string]*powerDisk{}}
 	// Both durability models: n2's disk is ext4-like, the others strict.
 	for i, h := range []string{"n1", "n2", "n3"} {
@@ -81,7 +88,7 @@ func startFailpointLab(t *testing.T) *failpointLab {
 	// Frequent snapshots, so that the snapshot points are reached within
 	// seconds and a node that is away falls behind the leader's log.
 	f.c = startLabClusterWith(t, f.lab, labOptions{
-		bin:   failpointBinPath,
+		bin:   bin,
 		flags: []string{"--snapshot-threshold", "300", "--snapshot-interval", "500ms", "--trailing-logs", "100"},
 		env: func(h string) []string {
 			return []string{"GOFAIL_HTTP=" + net.JoinHostPort(f.lab.ip[h], failpointPort)}
