@@ -59,16 +59,17 @@ func crashes() []crash {
 	}
 }
 
-// failpointLab is the cluster of the failpoint scenarios: each node's data
-// on a lazyfs disk of its own (n2's under the ext4-like model, the others'
-// strict), gofail's switch open on its lab address.
-type failpointLab struct {
+// powerLab is the 3-node lab cluster of the failpoint and cluster
+// power-cut scenarios: each node's data on a lazyfs disk of its own (n2's
+// under the ext4-like model, the others' strict), and, in the failpoints
+// build, gofail's switch open on its lab address.
+type powerLab struct {
 	lab   *netLab
 	c     *labCluster
 	disks map[string]*powerDisk
 }
 
-func startFailpointLab(t *testing.T) *failpointLab {
+func startFailpointLab(t *testing.T) *powerLab {
 	t.Helper()
 	if failpointBinPath == "" {
 		t.Skip("no failpoints build: CONCORD_ROBUSTNESS_BIN is set without CONCORD_ROBUSTNESS_FAILPOINTS_BIN")
@@ -78,9 +79,9 @@ func startFailpointLab(t *testing.T) *failpointLab {
 
 // startPowerLab starts the 3-node lab cluster of bin with each node's data
 // on a lazyfs disk of its own.
-func startPowerLab(t *testing.T, bin string) *failpointLab {
+func startPowerLab(t *testing.T, bin string) *powerLab {
 	t.Helper()
-	f := &failpointLab{lab: newNetLab(t, "n1", "n2", "n3", "cl"), disks: map[string]*powerDisk{}}
+	f := &powerLab{lab: newNetLab(t, "n1", "n2", "n3", "cl"), disks: map[string]*powerDisk{}}
 	// Both durability models: n2's disk is ext4-like, the others strict.
 	for i, h := range []string{"n1", "n2", "n3"} {
 		f.disks[h] = newPowerDisk(t, models[i%len(models)])
@@ -99,7 +100,7 @@ func startPowerLab(t *testing.T, bin string) *failpointLab {
 }
 
 // set sets the point's terms on host, over gofail's HTTP switch.
-func (f *failpointLab) set(t *testing.T, host, point, terms string) {
+func (f *powerLab) set(t *testing.T, host, point, terms string) {
 	t.Helper()
 	dialer := nsDialer{netns: f.lab.ns["cl"]}
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
@@ -123,7 +124,7 @@ func (f *failpointLab) set(t *testing.T, host, point, terms string) {
 
 // waitKilled waits until the point has killed host's process, and checks
 // from the node's log that it was the point and not a crash of its own.
-func (f *failpointLab) waitKilled(t *testing.T, host, point string, timeout time.Duration) {
+func (f *powerLab) waitKilled(t *testing.T, host, point string, timeout time.Duration) {
 	t.Helper()
 	n := f.c.nodes[host]
 	deadline := time.Now().Add(timeout)
@@ -147,7 +148,7 @@ func (f *failpointLab) waitKilled(t *testing.T, host, point string, timeout time
 
 // restart cuts the power of host's disk (the process is already dead) and
 // starts it again on what survived, with no point set.
-func (f *failpointLab) restart(host string) {
+func (f *powerLab) restart(host string) {
 	n := f.c.nodes[host]
 	f.disks[host].cut(n)
 	n.env = n.env[:1:1] // GOFAIL_HTTP only
@@ -182,7 +183,7 @@ func TestFailpoints(t *testing.T) {
 
 // runCrash sets cr's point on its node, waits for the kill, cuts the
 // power, restarts the node and waits until the cluster has recovered.
-func runCrash(t *testing.T, f *failpointLab, w *faultWorkload, cr crash) {
+func runCrash(t *testing.T, f *powerLab, w *faultWorkload, cr crash) {
 	leader, followers := f.c.roles(60 * time.Second)
 	host := followers[rand.IntN(len(followers))]
 	if cr.onLeader {
@@ -203,7 +204,7 @@ func runCrash(t *testing.T, f *failpointLab, w *faultWorkload, cr crash) {
 // holds what it lacks, so that it must install the leader's snapshot, and
 // starts it with the snapshotRestore point set: it dies half-way through
 // the install, loses power, and installs it again on the next start.
-func crashDuringInstall(t *testing.T, f *failpointLab, w *faultWorkload) {
+func crashDuringInstall(t *testing.T, f *powerLab, w *faultWorkload) {
 	_, followers := f.c.roles(60 * time.Second)
 	host := followers[0]
 	last := f.index(t, host).LastIndex
@@ -259,7 +260,7 @@ func crashDuringInstall(t *testing.T, f *failpointLab, w *faultWorkload) {
 
 // index is host's report of its log and applied indexes, as the cluster
 // status carries it; zero while it has none.
-func (f *failpointLab) index(t *testing.T, host string) schema.NodeInfo {
+func (f *powerLab) index(t *testing.T, host string) schema.NodeInfo {
 	t.Helper()
 	st := f.c.waitMembers(60 * time.Second)
 	for _, m := range st.Members {
