@@ -518,7 +518,8 @@ func (w *faultWorkload) changeLog(t *testing.T) []schema.Event {
 }
 
 // checkConverged waits until every member has applied the same index and
-// holds the same state hash there.
+// holds the same state hash there, and checks that none of them sees
+// another cluster on the bus.
 func (w *faultWorkload) checkConverged(t *testing.T, c *labCluster) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -541,6 +542,15 @@ func (w *faultWorkload) checkConverged(t *testing.T, c *labCluster) {
 			seen[fmt.Sprintf("%d/%s", m.Node.AppliedIndex, m.Node.StateHash)] = true
 		}
 		if len(seen) == 1 && len(st.Members) == len(c.names) {
+			// One cluster on the bus: no member sees another.
+			if st.Conflict != "" {
+				t.Errorf("the leader reports another cluster on the bus: %s", st.Conflict)
+			}
+			for _, m := range st.Members {
+				if m.Node.Conflict != "" {
+					t.Errorf("%s reports another cluster on the bus: %s", m.ID, m.Node.Conflict)
+				}
+			}
 			return
 		}
 		why = fmt.Sprint(seen)
