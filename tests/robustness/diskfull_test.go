@@ -110,7 +110,10 @@ type diskFullRun struct {
 	http  string
 	lease int64
 	acked map[string]string
-	seq   int
+	// refused are the keys of puts answered disk_full, which says that
+	// nothing changed: none may ever be there.
+	refused []string
+	seq     int
 }
 
 func startDiskFullRun(t *testing.T, disk string) *diskFullRun {
@@ -149,6 +152,7 @@ func (r *diskFullRun) putUntilRefused(limit int) (*schema.Error, time.Duration) 
 			r.t.Fatalf("put %s: %v", key, err)
 		}
 		if e != nil {
+			r.refused = append(r.refused, key)
 			return e, time.Since(start)
 		}
 		r.acked[key] = value
@@ -199,6 +203,7 @@ func (r *diskFullRun) resumes(free func()) time.Duration {
 		if e.Name != schema.ErrDiskFull {
 			r.t.Fatalf("put after freeing space: %+v", e)
 		}
+		r.refused = append(r.refused, key)
 		if time.Since(start) > 15*time.Second {
 			r.t.Fatalf("writes did not resume within 15 s of freeing space: %s", e.Description)
 		}
@@ -211,9 +216,23 @@ func (r *diskFullRun) resumes(free func()) time.Duration {
 	return took
 }
 
-// checkAcked reads every acknowledged put back.
+// checkAcked reads every acknowledged put back, and finds none of the
+// refused ones.
 func (r *diskFullRun) checkAcked() {
 	r.t.Helper()
+	for _, key := range r.refused {
+		data, e, err := reply(r.nc, "concord.kv.get", map[string]any{"key": key})
+		if err != nil || e != nil {
+			r.t.Fatalf("read %s: %v %v", key, err, e)
+		}
+		var got schema.KVGetReply
+		if err := json.Unmarshal(data, &got); err != nil {
+			r.t.Fatal(err)
+		}
+		if len(got.KVs) != 0 {
+			r.t.Fatalf("%s was refused disk_full (nothing changed) and is there: %.80s", key, data)
+		}
+	}
 	for key, value := range r.acked {
 		data, e, err := reply(r.nc, "concord.kv.get", map[string]any{"key": key})
 		if err != nil || e != nil {
