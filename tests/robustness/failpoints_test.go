@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +78,11 @@ func startFailpointLab(t *testing.T) *powerLab {
 	return startPowerLab(t, failpointBinPath)
 }
 
+// labTrailingLogs is the Raft log entries the power lab's nodes keep after
+// a snapshot (--trailing-logs): few, so that a node away for seconds must
+// install the leader's snapshot.
+const labTrailingLogs = 100
+
 // startPowerLab starts the 3-node lab cluster of bin with each node's data
 // on a lazyfs disk of its own.
 func startPowerLab(t *testing.T, bin string) *powerLab {
@@ -90,7 +96,7 @@ func startPowerLab(t *testing.T, bin string) *powerLab {
 	// seconds and a node that is away falls behind the leader's log.
 	f.c = startLabClusterWith(t, f.lab, labOptions{
 		bin:   bin,
-		flags: []string{"--snapshot-threshold", "300", "--snapshot-interval", "500ms", "--trailing-logs", "100"},
+		flags: []string{"--snapshot-threshold", "300", "--snapshot-interval", "500ms", "--trailing-logs", strconv.Itoa(labTrailingLogs)},
 		env: func(h string) []string {
 			return []string{"GOFAIL_HTTP=" + net.JoinHostPort(f.lab.ip[h], failpointPort)}
 		},
@@ -214,7 +220,7 @@ func crashDuringInstall(t *testing.T, f *powerLab, w *faultWorkload) {
 	f.c.nodes[host].kill()
 	// The leader's next snapshot must be taken past last + the trailing
 	// logs it keeps, so that its log starts after what host holds.
-	const trailing = 100
+	const trailing = labTrailingLogs
 	var snap schema.ClusterSnapshotReply
 	deadline := time.Now().Add(60 * time.Second)
 	for snap.Index <= last+trailing+50 {
