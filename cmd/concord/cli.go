@@ -551,14 +551,26 @@ func (c *common) failed(err error) error {
 }
 
 // jsonValue is VALUE as kv put and elect --proclaim take it: JSON if it
-// parses, otherwise a JSON string. Text that is not UTF-8 is refused: as a
-// JSON string it would not survive the trip.
-func jsonValue(s string) (json.RawMessage, error) {
-	if json.Valid([]byte(s)) {
-		return json.RawMessage(s), nil
-	}
+// parses, otherwise a JSON string; asString (kv put --string) makes it a
+// string whatever it looks like. Text that starts like JSON ({, [ or ")
+// and does not parse is refused, with stringHint saying how to store it
+// as a string after all. Text that is not UTF-8 is refused: as a JSON
+// string it would not survive the trip.
+func jsonValue(s string, asString bool, stringHint string) (json.RawMessage, error) {
 	if !utf8.ValidString(s) {
 		return nil, usagef("the value is neither JSON nor UTF-8 text; encode binary data (base64, say) first")
+	}
+	if !asString {
+		if json.Valid([]byte(s)) {
+			return json.RawMessage(s), nil
+		}
+		// Text that opens like an object, an array or a string is JSON
+		// with a mistake in it far more often than a string anyone meant.
+		if t := strings.TrimLeft(s, " \t\r\n"); t != "" && strings.ContainsRune("{[\"", rune(t[0])) {
+			var v any
+			err := json.Unmarshal([]byte(s), &v)
+			return nil, usagef("the value starts like JSON but is not JSON (%v): fix it, or %s", err, stringHint)
+		}
 	}
 	b, _ := json.Marshal(s) // valid UTF-8 always encodes
 	return b, nil

@@ -29,7 +29,7 @@ func runElect(args []string) error {
 	name := pos[0]
 	var value []byte
 	if isSet(fs, "proclaim") {
-		if value, err = jsonValue(*proclaim); err != nil {
+		if value, err = jsonValue(*proclaim, false, `give it as a JSON string ('"..."') to store the text`); err != nil {
 			return err
 		}
 	}

@@ -26,9 +26,11 @@ func runKV(args []string) error {
 }
 
 func kvPut(args []string) error {
-	fs, cf := newFlags("kv put", "kv put KEY VALUE|- [--file FILE] [--lease ID | --ttl N] [--content-type T] [--metadata JSON] [--prev]\n\n"+
+	fs, cf := newFlags("kv put", "kv put KEY VALUE|- [--file FILE] [--string] [--lease ID | --ttl N] [--content-type T] [--metadata JSON] [--prev]\n\n"+
 		"VALUE \"-\" reads the value from stdin; --file reads it from FILE. Either way the value is the\n"+
-		"whole input, a final newline included, taken as JSON if it parses as JSON and as a string otherwise.\n"+
+		"whole input, a final newline included, taken as JSON if it parses as JSON and as a string otherwise;\n"+
+		"text that starts like JSON ({, [ or \") but does not parse is an error. --string stores it as a string\n"+
+		"whatever it looks like.\n"+
 		"To store the string \"-\" itself, give it as JSON: '\"-\"'.\n\n"+
 		"--content-type (printable ASCII, at most 256 bytes) and --metadata (a JSON object, at most 4 KiB) are\n"+
 		"stored with the value and returned unchanged by kv get, kv history and watch. A put replaces the whole\n"+
@@ -38,6 +40,7 @@ func kvPut(args []string) error {
 	var ttl seconds
 	fs.Var(&ttl, "ttl", "attach the key to its own anonymous lease of this ttl")
 	prev := fs.Bool("prev", false, "return the previous record")
+	asString := fs.Bool("string", false, "store the value as a JSON string, even if it parses as JSON or starts like it")
 	file := fs.String("file", "", "read the value from `FILE` (\"-\": stdin) instead of the VALUE argument")
 	contentType := fs.String("content-type", "", "store this content type `T` with the value, such as application/json")
 	metadata := fs.String("metadata", "", "store this `JSON` object with the value")
@@ -61,7 +64,7 @@ func kvPut(args []string) error {
 	if err != nil {
 		return err
 	}
-	value, err := jsonValue(text)
+	value, err := jsonValue(text, *asString, "give --string to store the text as a string")
 	if err != nil {
 		return err
 	}

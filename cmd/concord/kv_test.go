@@ -94,3 +94,39 @@ func TestRecordAndEventText(t *testing.T) {
 		}
 	}
 }
+
+// A VALUE is JSON when it parses; other text is a string, except text
+// that starts like JSON and does not parse, which is a usage error (it
+// was stored as the string "{\"a\":" before) unless --string asks for a
+// string.
+func TestJSONValue(t *testing.T) {
+	for _, tc := range []struct {
+		in       string
+		asString bool
+		want     string // "" for a usage error
+	}{
+		{in: `{"a":1}`, want: `{"a":1}`},
+		{in: "{\"a\":1}\n", want: "{\"a\":1}\n"},
+		{in: `42`, want: `42`},
+		{in: `hello`, want: `"hello"`},
+		{in: `tru`, want: `"tru"`},
+		{in: `{"a":`},
+		{in: `  [1,`},
+		{in: `"open`},
+		{in: `{"a":`, asString: true, want: `"{\"a\":"`},
+		{in: `{"a":1}`, asString: true, want: `"{\"a\":1}"`},
+		{in: "\xff"},
+	} {
+		got, err := jsonValue(tc.in, tc.asString, "give --string")
+		if tc.want == "" {
+			var u usageError
+			if !errors.As(err, &u) {
+				t.Fatalf("%q: %s, %v; want a usage error", tc.in, got, err)
+			}
+			continue
+		}
+		if err != nil || string(got) != tc.want {
+			t.Fatalf("%q (string %v): %s, %v; want %s", tc.in, tc.asString, got, err, tc.want)
+		}
+	}
+}
