@@ -767,6 +767,19 @@ func TestCLILock(t *testing.T) {
 	for _, args := range [][]string{{"lock"}, {"lock", "locks.build"}, {"lock", "locks.build", "sh"}, {"lock", "locks.build", "--"}} {
 		c.expect(cliUsage, args...)
 	}
+	// The command's own flags without "--" get the hint, not just "flag
+	// provided but not defined"; a name no key can start with is refused
+	// before any lease is granted.
+	if r := c.expect(cliUsage, "lock", "locks.build", "sh", "-c", "echo hi"); !strings.Contains(r.stderr, `put the command after "--"`) {
+		t.Fatalf("lock with the command's flags before --: %v", r)
+	}
+	leasesBefore := c.ok("lease", "list", "--all")
+	if r := c.expect(cliUsage, "lock", "bad name", "--", "true"); !strings.Contains(r.stderr, `lock name "bad name"`) {
+		t.Fatalf("lock with a bad name: %v", r)
+	}
+	if got := c.ok("lease", "list", "--all"); got != leasesBefore {
+		t.Fatalf("a lock with a bad name left a lease: %q, before %q", got, leasesBefore)
+	}
 
 	// A second lock waits until the first releases, and gets a larger token.
 	dir := t.TempDir()
@@ -783,6 +796,9 @@ func TestCLILock(t *testing.T) {
 	t2, _ := strconv.ParseInt(strings.Fields(second.stdout.String())[1], 10, 64)
 	if t1 <= token || t2 <= t1 {
 		t.Fatalf("fencing tokens %d, %d, %d do not grow", token, t1, t2)
+	}
+	if !strings.Contains(second.stderr.String(), "concord lock: waiting for locks.build, held by lease ") {
+		t.Fatalf("the second lock did not say whom it waited for: %q", second.stderr.String())
 	}
 
 	// SIGINT is forwarded to the command, and the lock is released.
@@ -824,6 +840,18 @@ func TestCLILock(t *testing.T) {
 func TestCLIElect(t *testing.T) {
 	n := startNode(t, nodeOpts{})
 	c := newCLI(t, n.natsURL)
+
+	// A name no key can start with is refused in the user's words before
+	// any lease is granted; so is a value that starts like JSON and is not.
+	if r := c.expect(cliUsage, "elect", "bad name", "--proclaim", "x"); !strings.Contains(r.stderr, `election name "bad name"`) {
+		t.Fatalf("elect with a bad name: %v", r)
+	}
+	if r := c.expect(cliUsage, "elect", "jobs", "--proclaim", `{"a":`); !strings.Contains(r.stderr, "starts like JSON") {
+		t.Fatalf("elect with broken JSON: %v", r)
+	}
+	if out := c.ok("lease", "list", "--all"); strings.Contains(out, "lease ") {
+		t.Fatalf("a refused elect left a lease: %q", out)
+	}
 
 	observer := c.start("elect", "jobs")
 	observer.waitStdout("no leader\n", 5*time.Second)
@@ -883,6 +911,6 @@ func TestCLIElect(t *testing.T) {
 	if code := jsonObserver.wait(5 * time.Second); code != cliOK {
 		t.Fatalf("json observer: exit %d", code)
 	}
-	c.expect(cliError, "elect", "bad name")
+	c.expect(cliUsage, "elect", "bad name") // refused before it asks the server
 	c.expect(cliUsage, "elect")
 }

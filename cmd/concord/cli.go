@@ -576,6 +576,26 @@ func jsonValue(s string, asString bool, stringHint string) (json.RawMessage, err
 	return b, nil
 }
 
+// count says n of a noun with the noun's number right: "1 key", "2 keys".
+func count(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.FormatInt(n, 10) + " " + noun + "s"
+}
+
+// checkQueueName checks a lock or election NAME before any lease is
+// granted for it: the keys of its queue are NAME.<lease id>, so NAME must
+// be the start of a valid key. The error names NAME, in the user's words.
+func checkQueueName(what, name string) error {
+	err := subjects.ValidateKey(name+".1", subjects.MaxKeyBytes)
+	var ke *subjects.KeyError
+	if errors.As(err, &ke) {
+		return usagef("%s name %q %s (its keys are NAME.<lease id>)", what, name, ke.Rule)
+	}
+	return err
+}
+
 // seconds is a TTL flag or argument in whole seconds: "10" or "10s".
 type seconds struct {
 	n   int64

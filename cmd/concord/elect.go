@@ -27,6 +27,9 @@ func runElect(args []string) error {
 		return usagef("--ttl: at least 1s")
 	}
 	name := pos[0]
+	if err := checkQueueName("election", name); err != nil {
+		return err
+	}
 	var value []byte
 	if isSet(fs, "proclaim") {
 		if value, err = jsonValue(*proclaim, false, `give it as a JSON string ('"..."') to store the text`); err != nil {

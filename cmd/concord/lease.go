@@ -86,7 +86,7 @@ func leaseRevoke(args []string) error {
 		return err
 	}
 	return cf.output(r, func(w io.Writer) {
-		fmt.Fprintf(w, "lease %d revoked, %d keys deleted at revision %d\n", id, r.Deleted, r.Revision)
+		fmt.Fprintf(w, "lease %d revoked, %s deleted at revision %d\n", id, count(r.Deleted, "key"), r.Revision)
 	})
 }
 

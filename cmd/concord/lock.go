@@ -7,12 +7,31 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/concord-io/concord/client"
+	"github.com/concord-io/concord/schema"
 )
+
+// lockHolder returns the key of the session that holds the lock name:
+// the first in its queue (the lowest create revision), nil when none.
+func lockHolder(ctx context.Context, c *client.Client, name string) (*schema.KeyValue, error) {
+	pfx := name + "."
+	r, err := c.Get(ctx, schema.KVGetRequest{Prefix: &pfx})
+	if err != nil {
+		return nil, err
+	}
+	var first *schema.KeyValue
+	for i := range r.KVs {
+		if first == nil || r.KVs[i].CreateRevision < first.CreateRevision {
+			first = &r.KVs[i]
+		}
+	}
+	return first, nil
+}
 
 // fencingTokenEnv is the variable that carries the fencing token to CMD.
 const fencingTokenEnv = "CONCORD_FENCING_TOKEN"
@@ -24,6 +43,11 @@ func runLock(args []string) error {
 	grace := fs.Duration("grace", 3*time.Second, "after the session is lost, how long CMD has between SIGTERM and SIGKILL")
 	pos, cmdArgs, dashdash, err := parse(fs, args)
 	if err != nil {
+		var u usageError
+		if errors.As(err, &u) && !slices.Contains(args, "--") {
+			// The command's own flags (sh -c) read as lock's.
+			return usagef("%v: put the command after \"--\": concord lock NAME -- CMD ARGS...", err)
+		}
 		return err
 	}
 	switch {
@@ -37,6 +61,9 @@ func runLock(args []string) error {
 		return usagef("--ttl: at least 1s")
 	}
 	name := pos[0]
+	if err := checkQueueName("lock", name); err != nil {
+		return err
+	}
 
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
@@ -75,7 +102,18 @@ func runLock(args []string) error {
 		case <-stopWaiting:
 		}
 	}()
-	err = m.Lock(lockCtx)
+	if err = m.TryLock(lockCtx); errors.Is(err, client.ErrLocked) {
+		// Say whom it waits for: a silent wait looks like a hang.
+		holder, heldBy := "another session", int64(0)
+		ctx, cancel := cf.callCtx()
+		if kv, herr := lockHolder(ctx, c, name); herr == nil && kv != nil {
+			holder, heldBy = fmt.Sprintf("lease %d (key %s)", kv.Lease, kv.Key), kv.Lease
+		}
+		cancel()
+		notice(cf, lockNotice{Event: "waiting", Name: name, Lease: s.Lease(), HeldBy: heldBy},
+			"concord lock: waiting for %s, held by %s", name, holder)
+		err = m.Lock(lockCtx)
+	}
 	close(stopWaiting)
 	<-waited
 	if waitSig != nil {
@@ -139,9 +177,11 @@ func runLock(args []string) error {
 type lockNotice struct {
 	Event        string `json:"event"`
 	Name         string `json:"name"`
-	Key          string `json:"key"`
+	Key          string `json:"key,omitempty"`
 	Lease        int64  `json:"lease"`
-	FencingToken int64  `json:"fencing_token"`
+	FencingToken int64  `json:"fencing_token,omitempty"`
+	// HeldBy is the holder's lease, on "waiting" when it is known.
+	HeldBy int64 `json:"held_by,omitempty"`
 }
 
 // release unlocks and ends the session; a failure leaves the lock to
