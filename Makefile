@@ -10,7 +10,7 @@ RACE_PKGS       := ./fsm/... ./subjects/... ./schema/... ./service/... ./client/
 CLUSTER_DIR     := $(CURDIR)/cluster-data
 CLUSTER_ROUTES  := nats://127.0.0.1:6222,nats://127.0.0.1:6223,nats://127.0.0.1:6224
 
-.PHONY: build run cluster cluster-stop test test-steps lint unit blackbox robustness robustness-short robustness-tools tools bench bench-etcd bench-scale bench-history fuzz fuzz-short clean
+.PHONY: build run cluster cluster-restart cluster-stop test test-steps lint unit blackbox robustness robustness-short robustness-tools tools bench bench-etcd bench-scale bench-history fuzz fuzz-short clean
 
 build:
 	$(GO) build -o $(BIN)/concord ./cmd/concord
@@ -20,22 +20,36 @@ build:
 # quickstart's other terminals.
 run: build tools
 	@echo "concord and nats are in $(BIN); in another terminal: export PATH=$(BIN):\$$PATH"
-	$(BIN)/concord serve
+	@echo "metrics: http://127.0.0.1:9111/metrics (and /healthz, /readyz)"
+	$(BIN)/concord serve --metrics-listen 127.0.0.1:9111
 
 # Three nodes on loopback, in the background: NATS clients on 4222-4224,
-# NATS routes on 6222-6224, Raft on 7001-7003, data and logs in
-# ./cluster-data. n1 bootstraps, n2 and n3 join. Stop with make cluster-stop.
+# NATS routes on 6222-6224, Raft on 7001-7003, metrics on 9111-9113, data
+# and logs in ./cluster-data. n1 bootstraps, n2 and n3 join. Stop with make
+# cluster-stop; restart one node after a kill with make cluster-restart N=2.
+# CLUSTER_NODE is node $$i's command line, the same for both.
+CLUSTER_NODE = $(BIN)/concord serve --node-id n$$i --data-dir $(CLUSTER_DIR)/n$$i --raft-addr 127.0.0.1:700$$i \
+	--nats-listen 127.0.0.1:422$$((i+1)) --nats-cluster 127.0.0.1:622$$((i+1)) --nats-routes $(CLUSTER_ROUTES) \
+	--metrics-listen 127.0.0.1:911$$i
 cluster: build
 	@mkdir -p $(CLUSTER_DIR)
 	@for i in 1 2 3; do \
 	  mode=--join; [ $$i = 1 ] && mode=--bootstrap; \
-	  $(BIN)/concord serve --node-id n$$i --data-dir $(CLUSTER_DIR)/n$$i --raft-addr 127.0.0.1:700$$i \
-	    --nats-listen 127.0.0.1:422$$((i+1)) --nats-cluster 127.0.0.1:622$$((i+1)) --nats-routes $(CLUSTER_ROUTES) $$mode \
-	    > $(CLUSTER_DIR)/n$$i.log 2>&1 & echo $$! > $(CLUSTER_DIR)/n$$i.pid; \
+	  $(CLUSTER_NODE) $$mode > $(CLUSTER_DIR)/n$$i.log 2>&1 & echo $$! > $(CLUSTER_DIR)/n$$i.pid; \
 	done
 	@for i in $$(seq 100); do \
 	  grep -q "joined the cluster" $(CLUSTER_DIR)/n2.log 2>/dev/null && grep -q "joined the cluster" $(CLUSTER_DIR)/n3.log 2>/dev/null && break; sleep 0.1; done
 	@echo "cluster up: NATS_URL=nats://127.0.0.1:4222,nats://127.0.0.1:4223,nats://127.0.0.1:4224 (logs in $(CLUSTER_DIR))"
+	@echo "metrics: http://127.0.0.1:9111/metrics (n1), :9112 (n2), :9113 (n3)"
+
+# A node with state neither bootstraps again nor needs to join: --join
+# only confirms its membership.
+cluster-restart: build
+	@case "$(N)" in 1|2|3) ;; *) echo "usage: make cluster-restart N=1|2|3"; exit 2;; esac
+	@i=$(N); if [ -f $(CLUSTER_DIR)/n$$i.pid ] && kill -0 $$(cat $(CLUSTER_DIR)/n$$i.pid) 2>/dev/null; then \
+	  echo "n$$i is running (pid $$(cat $(CLUSTER_DIR)/n$$i.pid))"; exit 1; fi; \
+	  $(CLUSTER_NODE) --join >> $(CLUSTER_DIR)/n$$i.log 2>&1 & echo $$! > $(CLUSTER_DIR)/n$$i.pid; \
+	  echo "n$$i restarted (log in $(CLUSTER_DIR)/n$$i.log)"
 
 cluster-stop:
 	@for f in $(CLUSTER_DIR)/*.pid; do [ -f "$$f" ] && kill $$(cat $$f) 2>/dev/null; rm -f "$$f"; done; true

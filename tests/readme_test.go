@@ -387,7 +387,7 @@ func TestReadmeClusterFailover(t *testing.T) {
 	if _, err := os.Stat("../cluster-data"); err == nil {
 		t.Skip("../cluster-data exists: a cluster from make cluster may be running")
 	}
-	for _, port := range []int{4222, 4223, 4224, 6222, 6223, 6224, 7001, 7002, 7003} {
+	for _, port := range []int{4222, 4223, 4224, 6222, 6223, 6224, 7001, 7002, 7003, 9111, 9112, 9113} {
 		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err != nil {
 			t.Skipf("port %d is taken; make cluster needs it", port)
 		} else {
@@ -435,8 +435,14 @@ func TestReadmeClusterFailover(t *testing.T) {
 			mustUnmarshal(t, []byte(line), &got)
 		}
 	}
-	if len(statuses) != 2 || statuses[0].Leader != "n1" || statuses[1].Leader == "n1" || statuses[1].Leader == "" {
-		t.Fatalf("statuses before and after the kill: %+v\n%s", statuses, out)
+	if len(statuses) != 3 || statuses[0].Leader != "n1" || statuses[1].Leader == "n1" || statuses[1].Leader == "" {
+		t.Fatalf("statuses before and after the kill, and after the restart: %+v\n%s", statuses, out)
+	}
+	// make cluster-restart brought n1 back as a member.
+	for _, m := range statuses[2].Members {
+		if m.ID == "n1" && !m.Reachable {
+			t.Fatalf("n1 not reachable after make cluster-restart N=1: %+v\n%s", statuses[2], out)
+		}
 	}
 	for _, m := range statuses[1].Members {
 		if m.ID == "n1" && m.Reachable {
