@@ -10,7 +10,7 @@ RACE_PKGS       := ./fsm/... ./subjects/... ./schema/... ./service/... ./client/
 CLUSTER_DIR     := $(CURDIR)/cluster-data
 CLUSTER_ROUTES  := nats://127.0.0.1:6222,nats://127.0.0.1:6223,nats://127.0.0.1:6224
 
-.PHONY: build run cluster cluster-restart cluster-stop test test-steps lint unit blackbox robustness robustness-short robustness-tools tools bench bench-etcd bench-scale bench-history fuzz fuzz-short clean
+.PHONY: build run cluster cluster-restart cluster-stop test test-steps lint unit blackbox robustness robustness-short robustness-tools test-tools tools bench bench-etcd bench-scale bench-history fuzz fuzz-short clean
 
 build:
 	$(GO) build -o $(BIN)/concord ./cmd/concord
@@ -76,7 +76,7 @@ unit:
 	$(GO) test -race -count=1 $(RACE_PKGS)
 	$(GO) test -count=1 -tags failpoints ./service/failpoint/
 
-blackbox: tools
+blackbox: tools test-tools
 	PATH="$(BIN):$$PATH" CONCORD_REQUIRE_NATS_CLI=1 CONCORD_REQUIRE_SYSTEMD_ANALYZE=1 $(GO) test -count=1 -timeout 13m $$($(GO) list ./tests/... | grep -v /tests/robustness)
 	cd deploy/check && $(GO) test -count=1 -timeout 10m ./...
 
@@ -94,6 +94,14 @@ robustness: robustness-tools
 
 robustness-short: robustness-tools
 	CONCORD_REQUIRE_ROBUSTNESS=$${CI:+1} CONCORD_ROBUSTNESS_PROFILE=short $(GO) test -p 1 -count=1 -timeout 8m ./tests/robustness/...
+
+# The black-box tests check the systemd unit with systemd-analyze
+# (Debian's systemd package), installed here with apt-get when missing and
+# root; without it they fail, saying so.
+test-tools:
+	@command -v systemd-analyze >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null; } || \
+	  echo "systemd-analyze is not installed (Debian: apt-get install systemd): the deploy unit test will fail"
 
 robustness-tools:
 	@command -v nft >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
