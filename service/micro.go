@@ -82,13 +82,6 @@ func microServiceName(prefix string) string {
 	return string(b)
 }
 
-// microEndpointName names an endpoint in micro: "lease.grant" becomes
-// "lease_grant", since micro endpoint names allow no '.'. The subject is
-// registered separately and stays the real one.
-func microEndpointName(ep subjects.Endpoint) string {
-	return strings.ReplaceAll(string(ep), ".", "_")
-}
-
 // endpointMetadata points at the JSON Schemas of an endpoint's request,
 // reply and error reply, by their $id (the schema/json file of the same
 // name holds the document).
@@ -153,7 +146,7 @@ func (s *Service) addMicroService(handlers map[subjects.Endpoint]handlerFunc) (m
 			}
 			s.dispatch(ep, m, h)
 		})
-		err := svc.AddEndpoint(microEndpointName(ep), handler,
+		err := svc.AddEndpoint(ep.Name(), handler,
 			micro.WithEndpointSubject(s.names.Request(ep)),
 			micro.WithEndpointMetadata(endpointMetadata(ep)))
 		if err != nil {

@@ -84,7 +84,7 @@ func TestMicroEndpointsMatchHandlers(t *testing.T) {
 		if _, ok := hs[ep]; !ok {
 			t.Errorf("no handler for %s", ep)
 		}
-		name := microEndpointName(ep)
+		name := ep.Name()
 		if !microName.MatchString(name) || names[name] {
 			t.Errorf("endpoint name %q of %s is invalid or taken", name, ep)
 		}
@@ -158,7 +158,7 @@ func TestMicroServiceOnLeader(t *testing.T) {
 	}
 	for i, ep := range subjects.Endpoints {
 		e := info.Endpoints[i]
-		if e.Name != microEndpointName(ep) || e.Subject != "concord."+string(ep) || e.QueueGroup != queueGroup ||
+		if e.Name != ep.Name() || e.Subject != "concord."+string(ep) || e.QueueGroup != queueGroup ||
 			e.Metadata[microMetaRequestSchema] != schema.SchemaBaseURL+string(ep)+".request.json" ||
 			e.Metadata[microMetaReplySchema] != schema.SchemaBaseURL+string(ep)+".reply.json" {
 			t.Errorf("endpoint %d: %+v", i, e)

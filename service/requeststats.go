@@ -56,7 +56,7 @@ func newRequestStats(eps []subjects.Endpoint) *requestStats {
 	}
 	for _, ep := range eps {
 		st := newEndpointStats()
-		st.duration = rs.duration.WithLabelValues(string(ep))
+		st.duration = rs.duration.WithLabelValues(ep.Name())
 		rs.by[ep] = st
 	}
 	return rs
@@ -91,9 +91,9 @@ func (rs *requestStats) Describe(ch chan<- *prometheus.Desc) {
 func (rs *requestStats) Collect(ch chan<- prometheus.Metric) {
 	for _, ep := range rs.endpoints {
 		snap := rs.by[ep].snapshot()
-		ch <- prometheus.MustNewConstMetricWithCreatedTimestamp(descRequests, prometheus.CounterValue, float64(snap.Requests), rs.created, string(ep))
+		ch <- prometheus.MustNewConstMetricWithCreatedTimestamp(descRequests, prometheus.CounterValue, float64(snap.Requests), rs.created, ep.Name())
 		for name, n := range snap.Errors {
-			ch <- prometheus.MustNewConstMetricWithCreatedTimestamp(descRequestErrors, prometheus.CounterValue, float64(n), rs.created, string(ep), name)
+			ch <- prometheus.MustNewConstMetricWithCreatedTimestamp(descRequestErrors, prometheus.CounterValue, float64(n), rs.created, ep.Name(), name)
 		}
 	}
 	rs.duration.Collect(ch)

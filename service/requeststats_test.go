@@ -58,7 +58,7 @@ func TestRequestStatsOneCountTwoViews(t *testing.T) {
 	reg.MustRegister(rs)
 	for _, ep := range subjects.Endpoints {
 		for _, name := range []string{"concord_requests_total", "concord_request_duration_seconds"} {
-			if v, ok := gatheredValue(t, reg, name, "endpoint", string(ep)); !ok || v != 0 {
+			if v, ok := gatheredValue(t, reg, name, "endpoint", ep.Name()); !ok || v != 0 {
 				t.Fatalf("%s{endpoint=%q} = %v (found %v), want a zero series", name, ep, v, ok)
 			}
 		}
@@ -80,18 +80,18 @@ func TestRequestStatsOneCountTwoViews(t *testing.T) {
 		labels []string
 		want   float64
 	}{
-		{"concord_requests_total", []string{"endpoint", "lease.grant"}, 2},
-		{"concord_request_duration_seconds", []string{"endpoint", "lease.grant"}, 2},
-		{"concord_request_errors_total", []string{"endpoint", "lease.grant", "error", "invalid_request"}, 1},
-		{"concord_requests_total", []string{"endpoint", "kv.get"}, 1},
-		{"concord_request_errors_total", []string{"endpoint", "kv.get", "error", "internal"}, 1},
-		{"concord_requests_total", []string{"endpoint", "kv.put"}, 0},
+		{"concord_requests_total", []string{"endpoint", "lease_grant"}, 2},
+		{"concord_request_duration_seconds", []string{"endpoint", "lease_grant"}, 2},
+		{"concord_request_errors_total", []string{"endpoint", "lease_grant", "error", "invalid_request"}, 1},
+		{"concord_requests_total", []string{"endpoint", "kv_get"}, 1},
+		{"concord_request_errors_total", []string{"endpoint", "kv_get", "error", "internal"}, 1},
+		{"concord_requests_total", []string{"endpoint", "kv_put"}, 0},
 	} {
 		if v, ok := gatheredValue(t, reg, c.name, c.labels...); !ok || v != c.want {
 			t.Errorf("%s%v = %v (found %v), want %v", c.name, c.labels, v, ok, c.want)
 		}
 	}
-	if _, ok := gatheredValue(t, reg, "concord_request_errors_total", "endpoint", "kv.put"); ok {
+	if _, ok := gatheredValue(t, reg, "concord_request_errors_total", "endpoint", "kv_put"); ok {
 		t.Error("an error series for an endpoint without errors")
 	}
 }
@@ -102,8 +102,8 @@ func TestOneRequestMovesBothViews(t *testing.T) {
 	s, nc := startTest(t, nil)
 	count := func() (microN, microErr uint64, prom, promErr float64) {
 		st := grantStats(t, nc)
-		prom, _ = gatheredValue(t, s.metrics.reg, "concord_requests_total", "endpoint", "lease.grant")
-		promErr, _ = gatheredValue(t, s.metrics.reg, "concord_request_errors_total", "endpoint", "lease.grant", "error", "invalid_request")
+		prom, _ = gatheredValue(t, s.metrics.reg, "concord_requests_total", "endpoint", "lease_grant")
+		promErr, _ = gatheredValue(t, s.metrics.reg, "concord_request_errors_total", "endpoint", "lease_grant", "error", "invalid_request")
 		return st.Requests, st.Errors[schema.ErrInvalidRequest], prom, promErr
 	}
 	m0, me0, p0, pe0 := count()

@@ -57,6 +57,12 @@ var Endpoints = []Endpoint{LeaseGrant, LeaseKeepAlive, LeaseKeepAliveMany, Lease
 	KVPut, KVGet, KVDelete, KVTxn, KVChanges, KVHistory, KVCompact,
 	ClusterJoin, ClusterRemove, ClusterStatus, ClusterSnapshot, ClusterBackup, ClusterBackupChunk}
 
+// Name is the endpoint's one name outside its subject: "lease.grant"
+// becomes "lease_grant", as NATS micro requires ('.' is not allowed in an
+// endpoint name), and the request metrics use the same for their endpoint
+// label, so that `nats micro info` and Prometheus agree.
+func (e Endpoint) Name() string { return strings.ReplaceAll(string(e), ".", "_") }
+
 // Writes reports whether a request to the endpoint changes the cluster's
 // state (the log or the membership): its outcome is unknown when no reply
 // comes, and the standby answers it outcome_unknown rather than "nothing

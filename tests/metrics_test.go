@@ -159,13 +159,13 @@ func TestMetricsCountTheWorkload(t *testing.T) {
 		{"concord_lease_renewals_total", nil, 4},
 		{"concord_lease_revokes_total", nil, 1},
 		{"concord_lease_expirations_total", nil, 1},
-		{"concord_requests_total", []string{"endpoint", "lease.grant"}, 5},
-		{"concord_requests_total", []string{"endpoint", "lease.keepalive"}, 3},
-		{"concord_requests_total", []string{"endpoint", "lease.keepalive_many"}, 1},
-		{"concord_requests_total", []string{"endpoint", "kv.put"}, 6},
-		{"concord_request_errors_total", []string{"endpoint", "lease.grant", "error", "invalid_request"}, 1},
-		{"concord_request_errors_total", []string{"endpoint", "lease.keepalive", "error", "lease_not_found"}, 1},
-		{"concord_request_errors_total", []string{"endpoint", "kv.put"}, 0},
+		{"concord_requests_total", []string{"endpoint", "lease_grant"}, 5},
+		{"concord_requests_total", []string{"endpoint", "lease_keepalive"}, 3},
+		{"concord_requests_total", []string{"endpoint", "lease_keepalive_many"}, 1},
+		{"concord_requests_total", []string{"endpoint", "kv_put"}, 6},
+		{"concord_request_errors_total", []string{"endpoint", "lease_grant", "error", "invalid_request"}, 1},
+		{"concord_request_errors_total", []string{"endpoint", "lease_keepalive", "error", "lease_not_found"}, 1},
+		{"concord_request_errors_total", []string{"endpoint", "kv_put"}, 0},
 	}
 	for _, w := range want {
 		if got := delta(w.name, w.labels...); got != w.delta {

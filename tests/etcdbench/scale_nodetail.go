@@ -11,7 +11,7 @@ import (
 )
 
 // The node's own view of a window's put latency (Concord only): the reads
-// phase reads concord_request_duration_seconds{endpoint="kv.put"} at the
+// phase reads concord_request_duration_seconds{endpoint="kv_put"} at the
 // window's edges and reports the p99 of the puts the node served in it,
 // as the upper bound of the bucket it falls in. Set beside the p99 this
 // program measures, it tells how much of a put's tail the node spent from
@@ -118,7 +118,7 @@ func (ph *phases) putBuckets(ctx context.Context) ([]bucket, error) {
 	if _, ok := ph.t.(*concordTarget); !ok || len(ph.s.metrics) == 0 {
 		return nil, nil
 	}
-	b, err := readBuckets(ctx, ph.s.metrics[0], "kv.put")
+	b, err := readBuckets(ctx, ph.s.metrics[0], "kv_put")
 	if err != nil {
 		return nil, fmt.Errorf("node-side put latency: %w", err)
 	}

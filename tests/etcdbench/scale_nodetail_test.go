@@ -8,21 +8,21 @@ import (
 
 const bucketText = `# HELP concord_request_duration_seconds Time from taking a request to sending its reply, by endpoint.
 # TYPE concord_request_duration_seconds histogram
-concord_request_duration_seconds_bucket{endpoint="kv.get",le="0.005"} 7
-concord_request_duration_seconds_bucket{endpoint="kv.get",le="+Inf"} 9
-concord_request_duration_seconds_bucket{endpoint="kv.put",le="0.005"} 90
-concord_request_duration_seconds_bucket{endpoint="kv.put",le="0.01"} 97
-concord_request_duration_seconds_bucket{endpoint="kv.put",le="0.025"} 100
-concord_request_duration_seconds_bucket{endpoint="kv.put",le="+Inf"} 100
-concord_request_duration_seconds_sum{endpoint="kv.put"} 0.5
-concord_request_duration_seconds_count{endpoint="kv.put"} 100
+concord_request_duration_seconds_bucket{endpoint="kv_get",le="0.005"} 7
+concord_request_duration_seconds_bucket{endpoint="kv_get",le="+Inf"} 9
+concord_request_duration_seconds_bucket{endpoint="kv_put",le="0.005"} 90
+concord_request_duration_seconds_bucket{endpoint="kv_put",le="0.01"} 97
+concord_request_duration_seconds_bucket{endpoint="kv_put",le="0.025"} 100
+concord_request_duration_seconds_bucket{endpoint="kv_put",le="+Inf"} 100
+concord_request_duration_seconds_sum{endpoint="kv_put"} 0.5
+concord_request_duration_seconds_count{endpoint="kv_put"} 100
 concord_snapshot_bytes 12
 `
 
 // parseBuckets keeps the one endpoint's buckets in order, +Inf included,
 // and refuses what it cannot read as a histogram series.
 func TestParseBuckets(t *testing.T) {
-	got, err := parseBuckets(strings.NewReader(bucketText), metricRequestBucket, "kv.put")
+	got, err := parseBuckets(strings.NewReader(bucketText), metricRequestBucket, "kv_put")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,13 +36,13 @@ func TestParseBuckets(t *testing.T) {
 		}
 	}
 	for name, text := range map[string]string{
-		"no series":      `concord_request_duration_seconds_bucket{endpoint="kv.get",le="0.005"} 7` + "\n",
-		"bad count":      `concord_request_duration_seconds_bucket{endpoint="kv.put",le="0.005"} many` + "\n",
-		"bad bound":      `concord_request_duration_seconds_bucket{endpoint="kv.put",le="soon"} 1` + "\n",
-		"no value":       `concord_request_duration_seconds_bucket{endpoint="kv.put",le="0.005"}` + "\n",
-		"bounds reverse": `concord_request_duration_seconds_bucket{endpoint="kv.put",le="0.01"} 1` + "\n" + `concord_request_duration_seconds_bucket{endpoint="kv.put",le="0.005"} 1` + "\n",
+		"no series":      `concord_request_duration_seconds_bucket{endpoint="kv_get",le="0.005"} 7` + "\n",
+		"bad count":      `concord_request_duration_seconds_bucket{endpoint="kv_put",le="0.005"} many` + "\n",
+		"bad bound":      `concord_request_duration_seconds_bucket{endpoint="kv_put",le="soon"} 1` + "\n",
+		"no value":       `concord_request_duration_seconds_bucket{endpoint="kv_put",le="0.005"}` + "\n",
+		"bounds reverse": `concord_request_duration_seconds_bucket{endpoint="kv_put",le="0.01"} 1` + "\n" + `concord_request_duration_seconds_bucket{endpoint="kv_put",le="0.005"} 1` + "\n",
 	} {
-		if b, err := parseBuckets(strings.NewReader(text), metricRequestBucket, "kv.put"); err == nil {
+		if b, err := parseBuckets(strings.NewReader(text), metricRequestBucket, "kv_put"); err == nil {
 			t.Errorf("%s: parseBuckets gave %v, want an error", name, b)
 		}
 	}
