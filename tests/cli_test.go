@@ -304,7 +304,7 @@ func TestCLILeaseCommands(t *testing.T) {
 		t.Fatalf("lease list --limit 1: %q", out)
 	}
 
-	if out := c.ok("lease", "revoke", "1"); out != "lease 1 revoked, 1 keys deleted at revision 3\n" {
+	if out := c.ok("lease", "revoke", "1"); out != "lease 1 revoked, 1 key deleted at revision 3\n" {
 		t.Fatalf("lease revoke: %q", out)
 	}
 	var rv schema.LeaseRevokeReply
