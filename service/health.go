@@ -35,7 +35,6 @@ func (s *Service) serveHTTP(addr string) error {
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	s.httpAddr = ln.Addr().String()
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -54,10 +53,6 @@ func (s *Service) closeHTTP() {
 	defer cancel()
 	_ = s.http.Shutdown(ctx)
 }
-
-// MetricsAddr returns the address the operator listener is bound to (with
-// the port chosen when the configured one was 0), or "" without one.
-func (s *Service) MetricsAddr() string { return s.httpAddr }
 
 // ErrNotReady is wrapped by Ready's error: the node cannot serve yet
 // (it is starting, restoring its snapshot, replaying its log), knows no

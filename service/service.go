@@ -52,10 +52,9 @@ type Service struct {
 	// formats turns batching on while every member reads batch entries.
 	formats *formatGate
 
-	metrics  *metrics
-	http     *http.Server // the operator listener, when configured
-	httpAddr string
-	started  time.Time
+	metrics *metrics
+	http    *http.Server // the operator listener, when configured
+	started time.Time
 
 	clock leaseClock
 	pub   *publisher
@@ -294,11 +293,6 @@ func (s *Service) NATSURL() string {
 		return s.ns.ClientURL()
 	}
 	return s.cfg.NATSURL
-}
-
-// IsLeader reports whether this node leads the cluster.
-func (s *Service) IsLeader() bool {
-	return s.raft != nil && s.raft.State() == raft.Leader
 }
 
 // Close stops serving, then shuts down Raft and closes the log store so
