@@ -381,13 +381,6 @@ func (bs *backupStore) close() {
 	}
 }
 
-// held reports how many backups the store keeps (for tests).
-func (bs *backupStore) held() int {
-	bs.mu.Lock()
-	defer bs.mu.Unlock()
-	return len(bs.files)
-}
-
 // remove closes and deletes the file, once.
 func (b *backupFile) remove() error {
 	b.mu.Lock()

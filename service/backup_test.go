@@ -400,3 +400,10 @@ func TestBackupEndpoints(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// held reports how many backups the store keeps.
+func (bs *backupStore) held() int {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	return len(bs.files)
+}
