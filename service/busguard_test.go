@@ -122,10 +122,10 @@ func TestBusWatchFencesAndClears(t *testing.T) {
 	default:
 		t.Fatal("the leadership loop was not woken")
 	}
-	if e := s.fenced(subjects.LeaseKeepAlive); e == nil || e.Name != schema.ErrUnavailable {
+	if e := s.fenceError(subjects.LeaseKeepAlive); e == nil || e.Name != schema.ErrUnavailable {
 		t.Fatalf("a keep-alive during the conflict: %v, want unavailable", e)
 	}
-	if e := s.fenced(subjects.ClusterStatus); e != nil {
+	if e := s.fenceError(subjects.ClusterStatus); e != nil {
 		t.Fatalf("cluster status during the conflict: %v, want served", e)
 	}
 
@@ -151,7 +151,7 @@ func TestBusWatchFencesAndClears(t *testing.T) {
 	if !s.clock.startAt(5) {
 		t.Fatal("the lease clock cannot start after the conflict")
 	}
-	if e := s.fenced(subjects.LeaseKeepAlive); e != nil {
+	if e := s.fenceError(subjects.LeaseKeepAlive); e != nil {
 		t.Fatalf("a keep-alive after the conflict: %v", e)
 	}
 }

@@ -91,7 +91,7 @@ const workerIdle = 10 * time.Second
 func (s *Service) handle(j job) {
 	start := time.Now()
 	var reply any
-	e := s.fenced(j.ep)
+	e := s.fenceError(j.ep)
 	if e == nil {
 		e = s.diskFullError(j.ep)
 	}
@@ -142,10 +142,10 @@ type releaser interface {
 	release()
 }
 
-// fenced returns the error every request gets while another cluster
+// fenceError returns the error every request gets while another cluster
 // serves the same prefix on the bus (busguard.go); cluster status still
 // answers, so that an operator can see the conflict.
-func (s *Service) fenced(ep subjects.Endpoint) *schema.Error {
+func (s *Service) fenceError(ep subjects.Endpoint) *schema.Error {
 	if ep == subjects.ClusterStatus {
 		return nil
 	}

@@ -89,7 +89,7 @@ func (s *Service) Ready() error {
 	// while a node that is catching up stays behind and is not.
 	if e := s.reads.applied.wait(commit, readyWait); e != nil {
 		applied := s.sm.applied.get()
-		what := s.replay(applied, commit)
+		what := s.describeReplay(applied, commit)
 		if what == "" {
 			what = "catching up" // applied got there just now
 		}

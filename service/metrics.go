@@ -210,12 +210,12 @@ func (m *metrics) observeSnapshot(d time.Duration, bytes int64) {
 	m.snapshotBytes.Set(float64(bytes))
 }
 
-// watchLeaders registers an observer of r's leaders at once and returns
+// countLeaderChanges registers an observer of r's leaders at once and returns
 // what counts the leader changes it sees, until ctx ends. It is called as
 // soon as r exists: a lone voter elects itself within milliseconds of its
 // start (electIfAlone), and an observer registered after that missed the
 // node's first leadership.
-func (m *metrics) watchLeaders(r *raft.Raft) func(ctx context.Context) {
+func (m *metrics) countLeaderChanges(r *raft.Raft) func(ctx context.Context) {
 	ch := make(chan raft.Observation, 16)
 	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
 		_, ok := o.Data.(raft.LeaderObservation)

@@ -116,7 +116,7 @@ func (p *proposer) propose(data []byte, deadline time.Time) (*fsm.Result, *schem
 	if !p.batching.Load() {
 		// Commands still queued from before batching went off drain one
 		// entry each (takeLocked).
-		p.propose1([]*proposal{me})
+		p.proposeEntry([]*proposal{me})
 		return me.res, me.err
 	}
 	me.wake = make(chan []*proposal, 1)
@@ -177,7 +177,7 @@ func (p *proposer) takeLocked() []*proposal {
 // proposal, learns its answer on return instead. If anything is queued,
 // the next batch takes the slot and goes to its first proposal to propose.
 func (p *proposer) run(me *proposal, batch []*proposal) {
-	p.propose1(batch)
+	p.proposeEntry(batch)
 	p.mu.Lock()
 	var next []*proposal
 	if len(p.queue) > 0 {
@@ -196,10 +196,10 @@ func (p *proposer) run(me *proposal, batch []*proposal) {
 	}
 }
 
-// propose1 appends a batch as one entry, waits for it to apply, and sets
+// proposeEntry appends a batch as one entry, waits for it to apply, and sets
 // every proposal's result or error. Proposals whose deadline has passed
 // are answered so and left out: this is the last moment before the log.
-func (p *proposer) propose1(batch []*proposal) {
+func (p *proposer) proposeEntry(batch []*proposal) {
 	if batch = p.dropExpired(batch); len(batch) == 0 {
 		return
 	}

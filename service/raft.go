@@ -178,7 +178,7 @@ func (s *Service) startRaft() error {
 	s.replayFrom = s.sm.applied.get()
 	s.raft = r
 	// Before anything can make it leader.
-	s.goRun(s.metrics.watchLeaders(r))
+	s.goRun(s.metrics.countLeaderChanges(r))
 	s.phase.Store(int32(phaseRaft))
 	s.raftStarted.Store(true)
 	if err := s.serveNodeInfoSubjects(); err != nil {

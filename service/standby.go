@@ -122,7 +122,7 @@ func (s *Service) runStandby(ctx context.Context) {
 	}()
 	go func() {
 		defer wg.Done()
-		s.probeLeaders(ctx)
+		s.pollLeader(ctx)
 	}()
 	defer func() {
 		s.setStandby(false)
@@ -209,15 +209,15 @@ func (s *Service) busSettled() func() int64 {
 // server's links before it trusts the bus as it is.
 const standbyGrace = seedSettle
 
-// probeLeaders asks the bus whether another node leads, every
+// pollLeader asks the bus whether another node leads, every
 // standbyProbeEvery while Raft cannot tell, until ctx ends.
-func (s *Service) probeLeaders(ctx context.Context) {
+func (s *Service) pollLeader(ctx context.Context) {
 	tick := time.NewTicker(standbyProbeEvery)
 	defer tick.Stop()
 	for {
 		if !s.serving() && !s.raftKnowsLeader() {
 			started := time.Now().UnixNano()
-			if s.probeLeader(ctx, standbyProbeTimeout) {
+			if s.otherLeaderHeard(ctx, standbyProbeTimeout) {
 				s.standby.leaderHeard.Store(time.Now().UnixNano())
 			}
 			s.standby.probedAt.Store(started)
@@ -254,11 +254,11 @@ func (s *Service) leaderElsewhere() bool {
 	return t != 0 && time.Since(time.Unix(0, t)) < leaderHeardFor
 }
 
-// probeLeader asks P.cluster.nodes whether another node leads: true as
+// otherLeaderHeard asks P.cluster.nodes whether another node leads: true as
 // soon as one says so; false on "no responders", or when timeout passes
 // without such an answer. The reply subject is under s.probePrefix, which
 // this node's own node-info subscription does not answer.
-func (s *Service) probeLeader(ctx context.Context, timeout time.Duration) bool {
+func (s *Service) otherLeaderHeard(ctx context.Context, timeout time.Duration) bool {
 	inbox := s.probePrefix + "." + nuid.Next()
 	sub, err := s.nc.SubscribeSync(inbox)
 	if err != nil {
@@ -373,7 +373,7 @@ func (s *Service) answerHeld(ctx context.Context) {
 		e := s.conflictError()
 		if e == nil {
 			deadline, _ := requestDeadline(h.m, time.Time{})
-			e = standbyReply(s.standbyActivity(), h.ep.Writes() && !s.loneVoter(), deadline)
+			e = standbyReply(s.standbyActivity(), h.ep.Writes() && !s.loneMember(), deadline)
 		}
 		e = s.respond(h.m, nil, e)
 		s.reqStats.observe(h.ep, time.Since(h.arrived), e)
@@ -418,11 +418,11 @@ func standbyReply(activity string, elsewhere bool, deadline time.Time) *schema.E
 		"retry with the same %s, or read before retrying", activity, until, schema.HeaderIdempotencyKey)
 }
 
-// loneVoter reports whether Raft runs and this node is the cluster's only
+// loneMember reports whether Raft runs and this node is the cluster's only
 // member, so that no other node can serve a request. Before Raft runs the
 // membership is not known yet: it is in the snapshot and the log that
 // raft.NewRaft reads.
-func (s *Service) loneVoter() bool {
+func (s *Service) loneMember() bool {
 	if !s.raftStarted.Load() {
 		return false
 	}

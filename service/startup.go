@@ -101,12 +101,12 @@ func (s *Service) activity() string {
 		// The leadership barrier (becomeLeader) applies the whole log
 		// before the node subscribes; the entries a restart replays are
 		// those between the snapshot and the end of the log.
-		if r := s.replay(applied, s.applyTarget(applied, max(commit, s.lastAtStart))); r != "" {
+		if r := s.describeReplay(applied, s.applyTarget(applied, max(commit, s.lastAtStart))); r != "" {
 			return r
 		}
 		return "taking over as leader"
 	}
-	return s.replay(applied, s.applyTarget(applied, commit))
+	return s.describeReplay(applied, s.applyTarget(applied, commit))
 }
 
 // applyTarget is the last entry up to index that the state machine will
@@ -124,9 +124,9 @@ func (s *Service) applyTarget(applied, index uint64) uint64 {
 	return last
 }
 
-// replay describes the replay of the log up to target, counted from the
+// describeReplay describes the replay of the log up to target, counted from the
 // index the snapshot restored, or "" once applied reaches it.
-func (s *Service) replay(applied, target uint64) string {
+func (s *Service) describeReplay(applied, target uint64) string {
 	if applied >= target {
 		return ""
 	}
