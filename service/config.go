@@ -301,3 +301,12 @@ func (c *Config) validate() error {
 	}
 	return nil
 }
+
+// decodeLimits are the limits the request decoder checks (after
+// fillDefaults).
+func (c *Config) decodeLimits() decodeLimits {
+	return decodeLimits{
+		MinTTL: c.MinTTL, MaxKeyBytes: c.MaxKeyBytes, MaxValueBytes: c.MaxValueBytes, MaxMetadataBytes: c.MaxMetadataBytes,
+		MaxTxnCompares: c.MaxTxnCompares, MaxTxnOps: c.MaxTxnOps, MaxTxnBytes: c.MaxTxnBytes,
+	}
+}

@@ -36,17 +36,26 @@ type decoder struct {
 // reply's envelope and headers.
 const replyHeadroom = 16 << 10
 
-// newDecoder returns the decoder of cfg's limits (after fillDefaults) for
-// a connection whose max payload is maxPayload.
-func newDecoder(cfg *Config, maxPayload int64) decoder {
+// decodeLimits are the configured limits a decoder checks requests
+// against, as a value: the decoder needs nothing else of the node's
+// configuration (Config.decodeLimits).
+type decodeLimits struct {
+	MinTTL                                       int64 // seconds
+	MaxKeyBytes, MaxValueBytes, MaxMetadataBytes int
+	MaxTxnCompares, MaxTxnOps, MaxTxnBytes       int
+}
+
+// newDecoder returns the decoder of limits for a connection whose max
+// payload is maxPayload.
+func newDecoder(limits decodeLimits, maxPayload int64) decoder {
 	return decoder{
-		minTTL:           cfg.MinTTL,
-		maxKeyBytes:      cfg.MaxKeyBytes,
-		maxValueBytes:    cfg.MaxValueBytes,
-		maxMetadataBytes: cfg.MaxMetadataBytes,
-		maxTxnCompares:   cfg.MaxTxnCompares,
-		maxTxnOps:        cfg.MaxTxnOps,
-		maxTxnBytes:      cfg.MaxTxnBytes,
+		minTTL:           limits.MinTTL,
+		maxKeyBytes:      limits.MaxKeyBytes,
+		maxValueBytes:    limits.MaxValueBytes,
+		maxMetadataBytes: limits.MaxMetadataBytes,
+		maxTxnCompares:   limits.MaxTxnCompares,
+		maxTxnOps:        limits.MaxTxnOps,
+		maxTxnBytes:      limits.MaxTxnBytes,
 		replyBytes:       int(maxPayload) - replyHeadroom,
 	}
 }

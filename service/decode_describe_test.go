@@ -22,7 +22,7 @@ import (
 func testDecoder() *decoder {
 	cfg := DefaultConfig()
 	cfg.fillDefaults()
-	d := newDecoder(&cfg, 1<<20)
+	d := newDecoder(cfg.decodeLimits(), 1<<20)
 	return &d
 }
 
@@ -278,7 +278,7 @@ func decodeErrorCases() []decodeErrorCase {
 func TestDecodeCompareValueTooLarge(t *testing.T) {
 	svc := decodeTestService()
 	svc.cfg.MaxValueBytes = 8
-	svc.dec = newDecoder(&svc.cfg, svc.maxPayload)
+	svc.dec = newDecoder(svc.cfg.decodeLimits(), svc.maxPayload)
 	e := decodeRequest(svc, subjects.KVTxn, []byte(`{"compare":[{"key":"a","target":"value","op":"==","value":"0123456789"}]}`))
 	if want := `compare[0].value is 12 bytes, more than the 8 allowed`; e == nil || e.Name != schema.ErrTooLarge || e.Description != want {
 		t.Fatalf("got %v, want too_large %q", e, want)

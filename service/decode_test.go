@@ -20,7 +20,7 @@ func TestDecoderTakesItsLimitsFromTheConfig(t *testing.T) {
 	cfg.MaxTxnOps = 2
 	cfg.MaxTxnBytes = 300
 	cfg.fillDefaults()
-	d := newDecoder(&cfg, 64<<10)
+	d := newDecoder(cfg.decodeLimits(), 64<<10)
 
 	grant := func(b []byte) *schema.Error { _, e := d.grant(b); return e }
 	keepAlive := func(b []byte) *schema.Error { _, e := d.keepAlive(b); return e }

@@ -88,7 +88,7 @@ func (s *Service) handleChanges(ctx context.Context, m *nats.Msg) (any, *schema.
 	if _, e := s.reads.now(ctx, false); e != nil {
 		return nil, e
 	}
-	q.MaxBytes = int(s.maxPayload) - replyHeadroom
+	q.MaxBytes = s.dec.replyBytes
 	reply, err := s.sm.view().Changes(q)
 	if err != nil {
 		return nil, errorFor(err)
@@ -142,7 +142,7 @@ func (s *Service) handleGet(ctx context.Context, m *nats.Msg) (any, *schema.Erro
 	if e != nil {
 		return nil, e
 	}
-	req.q.MaxBytes = int(s.maxPayload) - replyHeadroom
+	req.q.MaxBytes = s.dec.replyBytes
 	var reply *schema.KVGetReply
 	var err error
 	if !req.q.IsPrefix && !req.q.IsRange {
@@ -212,7 +212,7 @@ func (s *Service) handleHistory(ctx context.Context, m *nats.Msg) (any, *schema.
 	if _, e := s.reads.now(ctx, req.serializable); e != nil {
 		return nil, e
 	}
-	req.q.MaxBytes = int(s.maxPayload) - replyHeadroom
+	req.q.MaxBytes = s.dec.replyBytes
 	reply, err := s.sm.view().History(req.q)
 	if err != nil {
 		return nil, errorFor(err)

@@ -195,7 +195,7 @@ func (s *Service) start() error {
 	}
 	s.nc = nc
 	s.maxPayload = nc.MaxPayload()
-	s.dec = newDecoder(&s.cfg, s.maxPayload)
+	s.dec = newDecoder(s.cfg.decodeLimits(), s.maxPayload)
 	if need := int64(s.cfg.MaxValueBytes + payloadHeadroom); nc.MaxPayload() < need {
 		s.log.Warn("the NATS max_payload is below the largest value plus its envelope; large puts will be refused by NATS",
 			"max_payload", nc.MaxPayload(), "max_value_bytes", s.cfg.MaxValueBytes)
