@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
@@ -58,6 +61,33 @@ func newDecoder(limits decodeLimits, maxPayload int64) decoder {
 		maxTxnBytes:      limits.MaxTxnBytes,
 		replyBytes:       int(maxPayload) - replyHeadroom,
 	}
+}
+
+// requestDeadline reads the request's deadline (schema.HeaderDeadline),
+// the zero time for none, and refuses a request whose deadline has passed
+// at now: its requester is gone, and a write that starts after it would
+// turn an outcome the requester may have been told is unknown into one it
+// never learns of. A backlog that built up while the node was paused, or
+// behind a link that was down, is shed rather than applied.
+func requestDeadline(m *nats.Msg, now time.Time) (time.Time, *schema.Error) {
+	if m.Header == nil {
+		return time.Time{}, nil
+	}
+	d, err := schema.ParseDeadline(m.Header.Get(schema.HeaderDeadline))
+	if err != nil {
+		return time.Time{}, invalid("%v", err)
+	}
+	if !d.IsZero() && now.After(d) {
+		return d, deadlinePassed(now.Sub(d))
+	}
+	return d, nil
+}
+
+// deadlinePassed is the reply to a request not started because its
+// deadline passed late ago.
+func deadlinePassed(late time.Duration) *schema.Error {
+	return schema.Errorf(schema.ErrUnavailable, "the request's deadline (%s header) passed %s ago by this node's clock, before the node could start it; nothing was changed. "+
+		"If its requester did not give up that long ago, this node's clock runs ahead of the requester's", schema.HeaderDeadline, late.Round(time.Millisecond))
 }
 
 func invalid(format string, args ...any) *schema.Error {
