@@ -110,18 +110,9 @@ func (s *Service) handleBackup(_ context.Context, m *nats.Msg) (any, *schema.Err
 }
 
 func (s *Service) handleBackupChunk(_ context.Context, m *nats.Msg) (any, *schema.Error) {
-	var req schema.ClusterBackupChunkRequest
-	if e := decodeStrict(m.Data, &req); e != nil {
+	req, e := s.dec.backupChunk(m.Data)
+	if e != nil {
 		return nil, e
-	}
-	if !validBackupID(req.ID) {
-		return nil, invalid("id must be a backup id of 16 lowercase hexadecimal digits, as cluster.backup returned it, not %q", shorten(req.ID))
-	}
-	if req.Offset < 0 {
-		return nil, invalid("offset must be 0 or more, not %d", req.Offset)
-	}
-	if req.Length < 0 {
-		return nil, invalid("length must be 0 or more, not %d", req.Length)
 	}
 	n := s.backupChunkMax()
 	if req.Length > 0 && req.Length < n {
@@ -401,7 +392,3 @@ func (b *backupFile) remove() error {
 
 // newBackupID makes a backup id: 8 random bytes in lowercase hex.
 func newBackupID() (string, error) { return datadir.RandomID("backup id") }
-
-// validBackupID reports whether id has the shape newBackupID gives, which
-// also keeps it a plain file name.
-func validBackupID(id string) bool { return datadir.ValidID(id) }

@@ -21,6 +21,7 @@ import (
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/service/backupfile"
+	"github.com/concord-io/concord/service/datadir"
 )
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -54,7 +55,7 @@ func TestBackupStoreLifecycle(t *testing.T) {
 		t.Fatalf("leftover of an earlier process: %v", err)
 	}
 	sum := sha256.Sum256(payload)
-	if a.size != int64(len(payload)) || a.sha256 != hex.EncodeToString(sum[:]) || !validBackupID(a.id) {
+	if a.size != int64(len(payload)) || a.sha256 != hex.EncodeToString(sum[:]) || !datadir.ValidID(a.id) {
 		t.Fatalf("backup %+v", a)
 	}
 	b, err := bs.create(writeBytes([]byte("b")))

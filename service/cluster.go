@@ -124,15 +124,9 @@ func replyError(m *nats.Msg) *schema.Error {
 }
 
 func (s *Service) handleJoin(_ context.Context, m *nats.Msg) (any, *schema.Error) {
-	var req schema.ClusterJoinRequest
-	if e := decodeStrict(m.Data, &req); e != nil {
+	req, e := s.dec.join(m.Data)
+	if e != nil {
 		return nil, e
-	}
-	if err := subjects.ValidateNodeID(req.ID); err != nil {
-		return nil, invalid("id: the %v", err)
-	}
-	if req.Address == "" {
-		return nil, invalid("address is required: the Raft address (host:port) the leader reaches the joining node at")
 	}
 	ours, err := datadir.ReadClusterID(s.cfg.DataDir)
 	if err != nil {
@@ -217,12 +211,9 @@ func (s *Service) hasVoter(id, addr string) bool {
 }
 
 func (s *Service) handleRemove(_ context.Context, m *nats.Msg) (any, *schema.Error) {
-	var req schema.ClusterRemoveRequest
-	if e := decodeStrict(m.Data, &req); e != nil {
+	req, e := s.dec.remove(m.Data)
+	if e != nil {
 		return nil, e
-	}
-	if err := subjects.ValidateNodeID(req.ID); err != nil {
-		return nil, invalid("id: the %v", err)
 	}
 	f := s.raft.GetConfiguration()
 	if err := f.Error(); err != nil {

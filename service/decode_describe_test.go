@@ -2,7 +2,6 @@ package service
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -26,45 +25,38 @@ func testDecoder() *decoder {
 	return &d
 }
 
-// decodeTestService is a Service with the default limits, enough to run
-// the request decoders and the backup chunk handler's checks without NATS
-// or Raft.
-func decodeTestService() *Service {
-	svc := &Service{cfg: DefaultConfig(), maxPayload: 1 << 20, dec: *testDecoder()}
-	svc.cfg.fillDefaults()
-	return svc
-}
-
 // decodeRequest runs the decoder of ep on body and returns its error.
-func decodeRequest(svc *Service, ep subjects.Endpoint, body []byte) *schema.Error {
+func decodeRequest(d *decoder, ep subjects.Endpoint, body []byte) *schema.Error {
 	var e *schema.Error
 	switch ep {
 	case subjects.LeaseGrant:
-		_, e = svc.dec.grant(body)
+		_, e = d.grant(body)
 	case subjects.LeaseKeepAlive:
-		_, e = svc.dec.keepAlive(body)
+		_, e = d.keepAlive(body)
 	case subjects.LeaseKeepAliveMany:
-		_, e = svc.dec.keepAliveMany(body)
+		_, e = d.keepAliveMany(body)
 	case subjects.LeaseRevoke:
-		_, e = svc.dec.revoke(body)
+		_, e = d.revoke(body)
 	case subjects.LeaseInfo:
-		_, e = svc.dec.info(body)
+		_, e = d.info(body)
 	case subjects.LeaseList:
-		_, e = svc.dec.list(body)
+		_, e = d.list(body)
 	case subjects.KVPut:
-		_, _, e = svc.dec.put(body)
+		_, _, e = d.put(body)
 	case subjects.KVGet:
-		_, e = svc.dec.get(body)
+		_, e = d.get(body)
 	case subjects.KVDelete:
-		_, _, e = svc.dec.delete(body)
+		_, _, e = d.delete(body)
 	case subjects.KVTxn:
-		_, _, e = svc.dec.txn(body)
+		_, _, e = d.txn(body)
 	case subjects.KVChanges:
-		_, e = svc.dec.changes(body)
+		_, e = d.changes(body)
 	case subjects.ClusterBackupChunk:
-		// Only requests the decoding refuses: a valid one would need a
-		// backup store.
-		_, e = svc.handleBackupChunk(context.Background(), &nats.Msg{Data: body})
+		_, e = d.backupChunk(body)
+	case subjects.ClusterJoin:
+		_, e = d.join(body)
+	case subjects.ClusterRemove:
+		_, e = d.remove(body)
 	default:
 		var req schema.ClusterJoinRequest // decodeStrict alone, as cluster.go uses it
 		e = decodeStrict(body, &req)
@@ -108,10 +100,10 @@ func userFacingProblem(desc string) string {
 // path, saying what it must be and what was sent. Error names and codes
 // stay what clients test for.
 func TestDecodeErrorDescriptions(t *testing.T) {
-	svc := decodeTestService()
+	d := testDecoder()
 	for _, tc := range decodeErrorCases() {
 		what := string(tc.ep) + " " + shorten(tc.body)
-		e := decodeRequest(svc, tc.ep, []byte(tc.body))
+		e := decodeRequest(d, tc.ep, []byte(tc.body))
 		if e == nil {
 			t.Errorf("%s: accepted", what)
 			continue
@@ -276,10 +268,11 @@ func decodeErrorCases() []decodeErrorCase {
 // A compare's value over the value size limit (which only a transaction
 // size limit above the value size limit lets through).
 func TestDecodeCompareValueTooLarge(t *testing.T) {
-	svc := decodeTestService()
-	svc.cfg.MaxValueBytes = 8
-	svc.dec = newDecoder(svc.cfg.decodeLimits(), svc.maxPayload)
-	e := decodeRequest(svc, subjects.KVTxn, []byte(`{"compare":[{"key":"a","target":"value","op":"==","value":"0123456789"}]}`))
+	cfg := DefaultConfig()
+	cfg.fillDefaults()
+	cfg.MaxValueBytes = 8
+	d := newDecoder(cfg.decodeLimits(), 1<<20)
+	e := decodeRequest(&d, subjects.KVTxn, []byte(`{"compare":[{"key":"a","target":"value","op":"==","value":"0123456789"}]}`))
 	if want := `compare[0].value is 12 bytes, more than the 8 allowed`; e == nil || e.Name != schema.ErrTooLarge || e.Description != want {
 		t.Fatalf("got %v, want too_large %q", e, want)
 	}
