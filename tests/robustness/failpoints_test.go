@@ -72,10 +72,17 @@ type powerLab struct {
 
 func startFailpointLab(t *testing.T) *powerLab {
 	t.Helper()
+	return startPowerLab(t, failpointBin(t))
+}
+
+// failpointBin is the failpoints build, and skips the scenario when there
+// is none.
+func failpointBin(t *testing.T) string {
+	t.Helper()
 	if failpointBinPath == "" {
 		t.Skip("no failpoints build: CONCORD_ROBUSTNESS_BIN is set without CONCORD_ROBUSTNESS_FAILPOINTS_BIN")
 	}
-	return startPowerLab(t, failpointBinPath)
+	return failpointBinPath
 }
 
 // labTrailingLogs is the Raft log entries the power lab's nodes keep after
@@ -95,11 +102,9 @@ func startPowerLab(t *testing.T, bin string) *powerLab {
 	// Frequent snapshots, so that the snapshot points are reached within
 	// seconds and a node that is away falls behind the leader's log.
 	f.c = startLabClusterWith(t, f.lab, labOptions{
-		bin:   bin,
-		flags: []string{"--snapshot-threshold", "300", "--snapshot-interval", "500ms", "--trailing-logs", strconv.Itoa(labTrailingLogs)},
-		env: func(h string) []string {
-			return []string{"GOFAIL_HTTP=" + net.JoinHostPort(f.lab.ip[h], failpointPort)}
-		},
+		bin:     bin,
+		flags:   []string{"--snapshot-threshold", "300", "--snapshot-interval", "500ms", "--trailing-logs", strconv.Itoa(labTrailingLogs)},
+		env:     f.env,
 		dataDir: func(h string) string { return f.disks[h].dataDir() },
 	}, "n1", "n2", "n3")
 	return f
@@ -152,12 +157,18 @@ func (f *powerLab) waitKilled(t *testing.T, host, point string, timeout time.Dur
 	}
 }
 
+// env is host's environment with no point set: gofail's switch on its
+// lab address.
+func (f *powerLab) env(host string) []string {
+	return []string{"GOFAIL_HTTP=" + net.JoinHostPort(f.lab.ip[host], failpointPort)}
+}
+
 // restart cuts the power of host's disk (the process is already dead) and
 // starts it again on what survived, with no point set.
 func (f *powerLab) restart(host string) {
 	n := f.c.nodes[host]
 	f.disks[host].cut(n)
-	n.env = n.env[:1:1] // GOFAIL_HTTP only
+	n.env = f.env(host)
 	n.start()
 }
 
@@ -243,7 +254,7 @@ func crashDuringInstall(t *testing.T, f *powerLab, w *faultWorkload) {
 		terms = `1*off->return("kill")`
 	}
 	n := f.c.nodes[host]
-	n.env = append(n.env[:1:1], "GOFAIL_FAILPOINTS="+failpoint.SnapshotRestore+"="+terms)
+	n.env = append(f.env(host), "GOFAIL_FAILPOINTS="+failpoint.SnapshotRestore+"="+terms)
 	start := time.Now()
 	n.start()
 	f.waitKilled(t, host, failpoint.SnapshotRestore, 60*time.Second)
@@ -312,9 +323,7 @@ const migrationSteps = 10
 // loses power; it starts again, finishes the migration, and holds every
 // key of that release at its revision; after every step in turn.
 func TestFailpointDuringMigration(t *testing.T) {
-	if failpointBinPath == "" {
-		t.Skip("no failpoints build: CONCORD_ROBUSTNESS_BIN is set without CONCORD_ROBUSTNESS_FAILPOINTS_BIN")
-	}
+	bin := failpointBin(t)
 	var want struct {
 		Revision int64             `json:"revision"`
 		KVs      []schema.KeyValue `json:"kvs"`
@@ -334,7 +343,7 @@ func TestFailpointDuringMigration(t *testing.T) {
 			}
 			syncTree(t, d.dataDir()) // cp does not fsync: a cut would take the copy
 			n := newNode(t, d.dataDir())
-			n.bin = failpointBinPath
+			n.bin = bin
 			n.env = []string{fmt.Sprintf(`GOFAIL_FAILPOINTS=%s=%d*off->return("kill")`, failpoint.MigrationStep, k)}
 			n.start()
 			deadline := time.Now().Add(30 * time.Second)
