@@ -10,6 +10,7 @@ import (
 
 	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/subjects"
+	"github.com/concord-io/concord/tests/freeport"
 )
 
 // A backup carries the retained history: keys written several times (with
@@ -126,7 +127,7 @@ func TestBackupCarriesHistory(t *testing.T) {
 	}
 	n.stop()
 	dir := filepath.Join(t.TempDir(), "restored")
-	raftAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	raftAddr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	if out := restore(t, file, dir, "r1", raftAddr); out["revision"] != float64(cur) {
 		t.Fatalf("restore: %v", out)
 	}

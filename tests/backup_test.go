@@ -19,6 +19,7 @@ import (
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/subjects"
+	"github.com/concord-io/concord/tests/freeport"
 )
 
 // Exit code of the snapshot commands for a backup that fails verification.
@@ -137,12 +138,12 @@ func startRestored(t *testing.T, dir, nodeID, raftAddr string, size int) *cluste
 	var routes []string
 	clusterPorts := make([]int, size)
 	for i := 0; i < size; i++ {
-		clusterPorts[i] = freePort(t)
+		clusterPorts[i] = freeport.Port(t)
 		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", clusterPorts[i]))
-		c.urls = append(c.urls, fmt.Sprintf("nats://127.0.0.1:%d", freePort(t)))
+		c.urls = append(c.urls, fmt.Sprintf("nats://127.0.0.1:%d", freeport.Port(t)))
 		addr := raftAddr
 		if i > 0 {
-			addr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			addr = fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 		}
 		c.raftAddrs = append(c.raftAddrs, addr)
 	}
@@ -308,7 +309,7 @@ func TestBackupGoldenRestore(t *testing.T) {
 	}
 
 	dir := filepath.Join(t.TempDir(), "restored")
-	raftAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	raftAddr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	out := restore(t, goldenBackup, dir, "g1", raftAddr)
 	if out["cluster_id"] == b.header.ClusterID || out["revision"] != float64(12) {
 		t.Fatalf("restore: %v", out)
@@ -598,7 +599,7 @@ func TestBackupClusterUnderWrites(t *testing.T) {
 
 	// Restore into a new cluster: one node first, then two join.
 	dir := filepath.Join(t.TempDir(), "restored")
-	raftAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	raftAddr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	out := restore(t, file, dir, "r1", raftAddr)
 	started := time.Now()
 	rc := startRestored(t, dir, "r1", raftAddr, 3)
@@ -735,7 +736,7 @@ func TestBackupSnapshotErrors(t *testing.T) {
 	// Save with no NATS, and with no cluster on the bus: a clear error,
 	// exit 5, and no file.
 	none := filepath.Join(dir, "none.backup")
-	r = newCLI(t, "").expect(cliUnavailable, "snapshot", "save", none, "--server", fmt.Sprintf("nats://127.0.0.1:%d", freePort(t)), "--timeout", "2s")
+	r = newCLI(t, "").expect(cliUnavailable, "snapshot", "save", none, "--server", fmt.Sprintf("nats://127.0.0.1:%d", freeport.Port(t)), "--timeout", "2s")
 	if !strings.Contains(r.stderr, "cannot reach NATS") {
 		t.Errorf("save with no NATS: %v", r)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/tests/freeport"
 )
 
 // One cluster per bus: a bootstrap is refused unless the node is sure no
@@ -106,8 +107,8 @@ func TestSecondBootstrapRefusedUnderCPULoad(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "data")
 		start := time.Now()
 		out, err := runConcord(t, 2*time.Minute, "serve", "--node-id", fmt.Sprintf("x%d", try), "--data-dir", dir,
-			"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--nats-listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-			"--nats-cluster", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--nats-routes", routes,
+			"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)), "--nats-listen", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)),
+			"--nats-cluster", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)), "--nats-routes", routes,
 			"--bootstrap", "--bootstrap-wait", "30s")
 		var exit *exec.ExitError
 		if !errors.As(err, &exit) || !(strings.Contains(out, "already serves this NATS bus") || strings.Contains(out, "bootstrap refused")) {
@@ -129,11 +130,11 @@ func TestSecondBootstrapRefusedUnderCPULoad(t *testing.T) {
 // refused, with what was checked and how to proceed: until every route is
 // up, a cluster behind one could go unseen.
 func TestBootstrapRefusedWithoutRoutes(t *testing.T) {
-	dead := fmt.Sprintf("nats://127.0.0.1:%d", freePort(t)) // nothing listens there
+	dead := fmt.Sprintf("nats://127.0.0.1:%d", freeport.Port(t)) // nothing listens there
 	start := time.Now()
 	out, err := runConcord(t, time.Minute, "serve", "--node-id", "n1", "--data-dir", filepath.Join(t.TempDir(), "data"),
-		"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--nats-listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		"--nats-cluster", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--nats-routes", dead,
+		"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)), "--nats-listen", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)),
+		"--nats-cluster", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)), "--nats-routes", dead,
 		"--bootstrap", "--bootstrap-wait", "1s")
 	if err == nil {
 		t.Fatalf("bootstrapped without its route:\n%s", tail(out, 10))
@@ -159,14 +160,14 @@ func TestBootstrapRefusedWithoutRoutes(t *testing.T) {
 func TestConcurrentBootstrapsMakeOneCluster(t *testing.T) {
 	for round := 1; round <= 3; round++ {
 		dir := t.TempDir()
-		cl := []string{fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+		cl := []string{fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)), fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))}
 		routes := "nats://" + cl[0] + ",nats://" + cl[1]
 		var nodes []*node
 		for i := range 2 {
-			n := &node{t: t, dataDir: filepath.Join(dir, fmt.Sprintf("d%d", i)), natsURL: fmt.Sprintf("nats://127.0.0.1:%d", freePort(t)),
+			n := &node{t: t, dataDir: filepath.Join(dir, fmt.Sprintf("d%d", i)), natsURL: fmt.Sprintf("nats://127.0.0.1:%d", freeport.Port(t)),
 				logPath: filepath.Join(dir, fmt.Sprintf("n%d.log", i))}
 			n.args = []string{"serve", "--node-id", fmt.Sprintf("n%d", i+1), "--data-dir", n.dataDir,
-				"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--nats-listen", strings.TrimPrefix(n.natsURL, "nats://"),
+				"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)), "--nats-listen", strings.TrimPrefix(n.natsURL, "nats://"),
 				"--nats-cluster", cl[i], "--nats-routes", routes, "--bootstrap", "--bootstrap-wait", "20s"}
 			nodes = append(nodes, n)
 		}
@@ -228,8 +229,8 @@ func TestConcurrentBootstrapsMakeOneCluster(t *testing.T) {
 // routes, so that its bus can later be joined to another.
 func routedNode(t *testing.T, id string) (n *node, clusterAddr, metricsAddr string) {
 	t.Helper()
-	clusterAddr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	metricsAddr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	clusterAddr = fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	metricsAddr = fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	n = startNode(t, nodeOpts{flags: []string{"--node-id", id, "--nats-cluster", clusterAddr,
 		"--bus-check-interval", "500ms", "--metrics-listen", metricsAddr}})
 	return n, clusterAddr, metricsAddr
@@ -406,7 +407,7 @@ func TestBootstrapRefusedWhenTheBusDoesNotAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "data")
-	out, err := runConcord(t, time.Minute, "serve", "--data-dir", dir, "--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+	out, err := runConcord(t, time.Minute, "serve", "--data-dir", dir, "--raft-addr", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)),
 		"--nats-url", ns.ClientURL(), "--bootstrap", "--bootstrap-wait", "3s")
 	if err == nil || !strings.Contains(out, "unsure means refuse") || !strings.Contains(out, "neither an answer nor") {
 		t.Fatalf("bootstrap on a bus that does not answer: err %v\n%s", err, tail(out, 10))
@@ -423,10 +424,10 @@ func TestBootstrapRefusedWhenTheBusDoesNotAnswer(t *testing.T) {
 // bus is empty.
 func TestWipedSeedDoesNotBootstrapBesideItsCluster(t *testing.T) {
 	dir := t.TempDir()
-	seedRoute := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	seedURL := fmt.Sprintf("nats://127.0.0.1:%d", freePort(t))
+	seedRoute := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	seedURL := fmt.Sprintf("nats://127.0.0.1:%d", freeport.Port(t))
 	seedArgs := func(data string) []string {
-		return []string{"serve", "--node-id", "n1", "--data-dir", data, "--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		return []string{"serve", "--node-id", "n1", "--data-dir", data, "--raft-addr", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)),
 			"--nats-listen", strings.TrimPrefix(seedURL, "nats://"), "--nats-cluster", seedRoute}
 	}
 	seed := &node{t: t, dataDir: filepath.Join(dir, "seed"), natsURL: seedURL, logPath: filepath.Join(dir, "seed.log"),
@@ -434,9 +435,9 @@ func TestWipedSeedDoesNotBootstrapBesideItsCluster(t *testing.T) {
 	seed.start()
 	t.Cleanup(seed.kill)
 	seed.waitReady()
-	peer := &node{t: t, dataDir: filepath.Join(dir, "peer"), natsURL: fmt.Sprintf("nats://127.0.0.1:%d", freePort(t)), logPath: filepath.Join(dir, "peer.log")}
-	peer.args = []string{"serve", "--node-id", "n2", "--data-dir", peer.dataDir, "--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		"--nats-listen", strings.TrimPrefix(peer.natsURL, "nats://"), "--nats-cluster", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+	peer := &node{t: t, dataDir: filepath.Join(dir, "peer"), natsURL: fmt.Sprintf("nats://127.0.0.1:%d", freeport.Port(t)), logPath: filepath.Join(dir, "peer.log")}
+	peer.args = []string{"serve", "--node-id", "n2", "--data-dir", peer.dataDir, "--raft-addr", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)),
+		"--nats-listen", strings.TrimPrefix(peer.natsURL, "nats://"), "--nats-cluster", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)),
 		"--nats-routes", "nats://" + seedRoute, "--join"}
 	peer.start()
 	t.Cleanup(peer.kill)

@@ -15,6 +15,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 	"github.com/nats-io/nuid"
+
+	"github.com/concord-io/concord/tests/freeport"
 )
 
 // The client commands against a NATS that wants credentials: every
@@ -89,10 +91,10 @@ func writeFile(t *testing.T, path, body string) string {
 func startAuthNode(t *testing.T, body string, nodeArgs []string, scheme string, opts ...nats.Option) *authNode {
 	t.Helper()
 	dir := t.TempDir()
-	port := freePort(t)
+	port := freeport.Port(t)
 	conf := writeFile(t, filepath.Join(dir, "nats.conf"), fmt.Sprintf("listen: 127.0.0.1:%d\n%s", port, body))
 	url := fmt.Sprintf("%s://127.0.0.1:%d", scheme, port)
-	args := append([]string{"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--nats-config", conf}, nodeArgs...)
+	args := append([]string{"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)), "--nats-config", conf}, nodeArgs...)
 	opts = append(opts, nats.Timeout(2*time.Second))
 	startSecuredNode(t, dir, "n1", url, args, func() error {
 		nc, err := nats.Connect(url, opts...)
@@ -289,7 +291,7 @@ func TestCLIUserPasswordAndNkey(t *testing.T) {
 	nc.with("NATS_CONTEXT=good", "NATS_USER=app", "NATS_PASSWORD=wrong").expectRefused(`as user "app" ($NATS_USER)`, "status")
 	nc.with("NATS_CONTEXT=badpw", "NATS_NKEY="+seedFile).ok("status")
 	// --server replaces the context's URL and keeps its credentials.
-	dead := fmt.Sprintf("nats://127.0.0.1:%d", freePort(t))
+	dead := fmt.Sprintf("nats://127.0.0.1:%d", freeport.Port(t))
 	writeContext(t, xdg, "elsewhere", map[string]string{"url": dead, "user": "app", "password": appPassword})
 	nc.expect(cliUnavailable, "status", "--context", "elsewhere", "--timeout", "500ms")
 	nc.ok("status", "--context", "elsewhere", "--server", n.url)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/tests/freeport"
 )
 
 // The CLI's exit codes, as `concord help` documents them.
@@ -539,7 +540,7 @@ func TestCLIKVPutFromStdinAndFile(t *testing.T) {
 // group and its subcommand, and after the arguments.
 func TestCLIGlobalFlags(t *testing.T) {
 	n := startNode(t, nodeOpts{})
-	dead := fmt.Sprintf("nats://127.0.0.1:%d", freePort(t))
+	dead := fmt.Sprintf("nats://127.0.0.1:%d", freeport.Port(t))
 	c := newCLI(t, dead) // so that only --server reaches the node
 	u := n.natsURL
 	if out := c.ok("--server", u, "status"); !strings.Contains(out, "leader n1") {
@@ -612,7 +613,7 @@ func TestCLIHelp(t *testing.T) {
 
 func TestCLIConnection(t *testing.T) {
 	n := startNode(t, nodeOpts{})
-	dead := fmt.Sprintf("nats://127.0.0.1:%d", freePort(t))
+	dead := fmt.Sprintf("nats://127.0.0.1:%d", freeport.Port(t))
 
 	// Nothing listens: unavailable, within the timeout.
 	c := newCLI(t, dead)

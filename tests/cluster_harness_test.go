@@ -13,6 +13,7 @@ import (
 
 	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/subjects"
+	"github.com/concord-io/concord/tests/freeport"
 )
 
 // cluster is a set of concord processes on loopback whose embedded NATS
@@ -35,13 +36,13 @@ func startCluster(t *testing.T, size int, extra ...string) *cluster {
 	var routes []string
 	clusterPorts := make([]int, size)
 	for i := 0; i < size; i++ {
-		clusterPorts[i] = freePort(t)
+		clusterPorts[i] = freeport.Port(t)
 		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", clusterPorts[i]))
-		c.urls = append(c.urls, fmt.Sprintf("nats://127.0.0.1:%d", freePort(t)))
-		c.raftAddrs = append(c.raftAddrs, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+		c.urls = append(c.urls, fmt.Sprintf("nats://127.0.0.1:%d", freeport.Port(t)))
+		c.raftAddrs = append(c.raftAddrs, fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)))
 		c.faults = append(c.faults, filepath.Join(c.dir, fmt.Sprintf("faults-n%d.json", i+1)))
 		c.pauses = append(c.pauses, filepath.Join(c.dir, fmt.Sprintf("pause-n%d.json", i+1)))
-		c.metricsAddrs = append(c.metricsAddrs, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+		c.metricsAddrs = append(c.metricsAddrs, fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)))
 	}
 	// Registered first, so a node that fails to start still shows its log.
 	t.Cleanup(func() {

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/tests/freeport"
 )
 
 // A cluster forms from one bootstrapping node and two joiners; replicas
@@ -38,8 +39,8 @@ func TestClusterFormsAndRefusesStrangers(t *testing.T) {
 	routes := strings.Split(argAfter(c.nodes[0].args, "--nats-routes"), ",")
 	dir := t.TempDir()
 	second := newProc(t, 60*time.Second, binPath, "serve", "--node-id", "n4", "--data-dir", filepath.Join(dir, "d4"),
-		"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--nats-listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		"--nats-cluster", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--nats-routes", strings.Join(routes, ","), "--bootstrap")
+		"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)), "--nats-listen", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)),
+		"--nats-cluster", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)), "--nats-routes", strings.Join(routes, ","), "--bootstrap")
 	out, err := second.combinedOutput()
 	if second.timedOut() {
 		t.Fatalf("a second bootstrap on the bus kept running for 60 s:\n%s", tail(string(out), 10))
@@ -54,8 +55,8 @@ func TestClusterFormsAndRefusesStrangers(t *testing.T) {
 	fc.grant(30)
 	foreign.stop()
 	args := []string{"serve", "--node-id", "n5", "--data-dir", foreign.dataDir,
-		"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--nats-listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		"--nats-cluster", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--nats-routes", strings.Join(routes, ","), "--join"}
+		"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)), "--nats-listen", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)),
+		"--nats-cluster", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)), "--nats-routes", strings.Join(routes, ","), "--join"}
 	joiner := newProc(t, 30*time.Second, binPath, args...)
 	out, err = joiner.combinedOutput()
 	if joiner.timedOut() {
@@ -306,7 +307,7 @@ func TestClusterOnExternalNATS(t *testing.T) {
 		}
 		n := &node{t: t, dataDir: filepath.Join(dir, fmt.Sprintf("d%d", i)), natsURL: url, logPath: filepath.Join(dir, fmt.Sprintf("n%d.log", i)),
 			args: []string{"serve", "--node-id", fmt.Sprintf("n%d", i), "--data-dir", filepath.Join(dir, fmt.Sprintf("d%d", i)),
-				"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--nats-url", url, "--nats-user", "concord", "--nats-password", "s3cret", mode}}
+				"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)), "--nats-url", url, "--nats-user", "concord", "--nats-password", "s3cret", mode}}
 		n.start()
 		t.Cleanup(n.kill)
 		nodes = append(nodes, n)
@@ -323,7 +324,7 @@ func TestClusterOnExternalNATS(t *testing.T) {
 	}
 	c.waitConverged(3, 20*time.Second)
 	// A node with the wrong password does not start.
-	out, err := newProc(t, 60*time.Second, binPath, "serve", "--node-id", "n4", "--data-dir", filepath.Join(dir, "d4"), "--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+	out, err := newProc(t, 60*time.Second, binPath, "serve", "--node-id", "n4", "--data-dir", filepath.Join(dir, "d4"), "--raft-addr", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)),
 		"--nats-url", url, "--nats-user", "concord", "--nats-password", "wrong", "--join").combinedOutput()
 	if err == nil || !strings.Contains(strings.ToLower(string(out)), "authorization") {
 		t.Fatalf("wrong password: err %v\n%s", err, tail(string(out), 5))

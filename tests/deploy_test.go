@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/concord-io/concord/tests/freeport"
 )
 
 // The deployment files in deploy/ are checked in two places: here, what
@@ -267,11 +269,11 @@ func TestDeploySystemdExecStart(t *testing.T) {
 		t.Fatalf("EnvironmentFile=%q: want one, optional (-)", files)
 	}
 	dir := t.TempDir()
-	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", freePort(t))
-	metrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", freeport.Port(t))
+	metrics := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	override := filepath.Join(dir, "concord.env")
 	content := fmt.Sprintf("# test overrides\nCONCORD_NODE_ID=host-a\nCONCORD_RAFT_ADDR=127.0.0.1:%d\nCONCORD_NATS_LISTEN=%s\nCONCORD_METRICS_LISTEN=%s\nCONCORD_FLAGS=--log-format json --tick 500ms\n",
-		freePort(t), strings.TrimPrefix(natsURL, "nats://"), metrics)
+		freeport.Port(t), strings.TrimPrefix(natsURL, "nats://"), metrics)
 	if err := os.WriteFile(override, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/subjects"
+	"github.com/concord-io/concord/tests/freeport"
 )
 
 // binPath is the concord binary built once for the whole run.
@@ -127,28 +127,6 @@ func startNATSServer(t testing.TB, opts *server.Options) *server.Server {
 	return ns
 }
 
-// handedOut holds every port freePort returned in this process: the
-// kernel may hand a just-closed port out again, and a cluster asks for a
-// dozen ports before any node binds them.
-var handedOut sync.Map
-
-// freePort asks the kernel for a free loopback port that this test process
-// has not used yet.
-func freePort(t testing.TB) int {
-	t.Helper()
-	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if _, taken := handedOut.LoadOrStore(port, true); !taken {
-			return port
-		}
-	}
-}
-
 // node is one concord process.
 type node struct {
 	t       testing.TB
@@ -185,12 +163,12 @@ func startNode(t testing.TB, o nodeOpts) *node {
 	if o.dataDir != "" {
 		n.dataDir = o.dataDir
 	}
-	n.args = []string{"serve", "--data-dir", n.dataDir, "--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	n.args = []string{"serve", "--data-dir", n.dataDir, "--raft-addr", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))}
 	if o.natsURL != "" {
 		n.natsURL = o.natsURL
 		n.args = append(n.args, "--nats-url", o.natsURL)
 	} else {
-		n.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", freePort(t))
+		n.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", freeport.Port(t))
 		n.args = append(n.args, "--nats-listen", strings.TrimPrefix(n.natsURL, "nats://"))
 	}
 	n.args = append(n.args, o.flags...)

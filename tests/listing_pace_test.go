@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/tests/freeport"
 )
 
 // putOnce puts key through nc, an error for anything but a success reply.
@@ -65,7 +66,7 @@ func TestListingsGiveWayToWrites(t *testing.T) {
 		{"share 1", []string{"--listing-share", "1"}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 			n := startNode(t, nodeOpts{flags: append([]string{"--metrics-listen", addr}, c.flags...)})
 			cl := connect(t, n.natsURL)
 			putMany(t, n, "lp.", keys, 0)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/subjects"
+	"github.com/concord-io/concord/tests/freeport"
 )
 
 // scrape is one read of a node's /metrics.
@@ -100,7 +101,7 @@ func httpStatus(addr, path string) (int, string, error) {
 // A scripted workload moves every lease and request counter by exactly
 // what it did, and the gauges show the state it left.
 func TestMetricsCountTheWorkload(t *testing.T) {
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	n := startNode(t, nodeOpts{flags: []string{"--metrics-listen", addr, "--tick", "100ms"}})
 	c := connect(t, n.natsURL)
 	for _, path := range []string{"/healthz", "/readyz"} {
@@ -263,7 +264,7 @@ func TestMetricsCountTheWorkload(t *testing.T) {
 
 // A snapshot records its duration and size.
 func TestMetricsSnapshot(t *testing.T) {
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	n := startNode(t, nodeOpts{flags: []string{"--metrics-listen", addr}})
 	c := connect(t, n.natsURL)
 	c.put("snap.a", 1, 0)

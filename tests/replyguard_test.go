@@ -12,6 +12,7 @@ import (
 
 	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/subjects"
+	"github.com/concord-io/concord/tests/freeport"
 )
 
 // Replies go only where replies belong (service/replyguard.go): a request
@@ -84,7 +85,7 @@ func settledCount(t *testing.T, count func() int, want int) int {
 // counted by reason. Every request subject is tried, the per-node ones
 // included.
 func TestStrayReplySubjectsAreRefused(t *testing.T) {
-	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	n := startNode(t, nodeOpts{flags: []string{"--metrics-listen", metricsAddr}})
 	c := connect(t, n.natsURL)
 	c.put("steer.before", "v", 0)
@@ -198,9 +199,9 @@ func TestRolesStopStrayRepliesWithoutTheCheck(t *testing.T) {
 	roles := useRoles(t)
 	clientPassword, reader, readerPub, conf := roles.client, roles.reader, roles.readerPub, roles.conf
 	replicaPassword := roles.replica
-	url := fmt.Sprintf("nats://127.0.0.1:%d", freePort(t))
+	url := fmt.Sprintf("nats://127.0.0.1:%d", freeport.Port(t))
 	dir := t.TempDir()
-	n := startSecuredNode(t, dir, "n1", url, []string{"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+	n := startSecuredNode(t, dir, "n1", url, []string{"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)),
 		"--nats-config", conf, "--nats-user", "concord-replica", "--nats-events-user", "concord-events",
 		"--nats-listen", strings.TrimPrefix(url, "nats://"), "--test-allow-any-reply"}, func() error {
 		nc, err := nats.Connect(url, nats.UserInfo("concord-client", clientPassword))

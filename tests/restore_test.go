@@ -20,6 +20,7 @@ import (
 	cc "github.com/concord-io/concord/client"
 	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/subjects"
+	"github.com/concord-io/concord/tests/freeport"
 )
 
 // A restarting node is never silent, and a kill -9 in the middle of a
@@ -207,7 +208,7 @@ func checkAcked(t *testing.T, c *client, acked map[string]int) {
 // second kill -9, in the middle of the restore, loses nothing.
 func TestRestartIsNeverSilent(t *testing.T) {
 	pause := filepath.Join(t.TempDir(), "pause.json")
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	n := startNode(t, nodeOpts{flags: []string{"--metrics-listen", addr, "--test-pause-file", pause}})
 	c := connect(t, n.natsURL)
 	putMany(t, n, "restore.", 3000, 0)

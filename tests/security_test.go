@@ -30,6 +30,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/tests/freeport"
 )
 
 // Security: NATS roles from a nats-server configuration file
@@ -318,8 +319,8 @@ func TestRolePermissions(t *testing.T) {
 	dir := t.TempDir()
 	var urls, routes, clusterAddrs []string
 	for i := 0; i < 2; i++ {
-		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", freePort(t)))
-		clusterAddrs = append(clusterAddrs, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", freeport.Port(t)))
+		clusterAddrs = append(clusterAddrs, fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)))
 		routes = append(routes, "nats://"+clusterAddrs[i])
 	}
 	all := strings.Join(urls, ",")
@@ -327,7 +328,7 @@ func TestRolePermissions(t *testing.T) {
 	var nodes []*node
 	for i, mode := range []string{"--bootstrap", "--join"} {
 		name := fmt.Sprintf("n%d", i+1)
-		args := []string{"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		args := []string{"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)),
 			"--nats-config", conf, "--nats-user", "concord-replica", "--nats-events-user", "concord-events",
 			"--nats-listen", strings.TrimPrefix(urls[i], "nats://"),
 			"--nats-cluster", clusterAddrs[i], "--nats-routes", strings.Join(routes, ","), mode}
@@ -638,7 +639,7 @@ func TestNATSConfigTLSClientCerts(t *testing.T) {
 	ca := newPKI(t, dir, "nats")
 	serverCert, serverKey := ca.issue(t, "server")
 	clientCert, clientKey := ca.issue(t, "client")
-	port := freePort(t)
+	port := freeport.Port(t)
 	conf := filepath.Join(dir, "tls.conf")
 	body := fmt.Sprintf(`listen: 127.0.0.1:%d
 tls {
@@ -653,7 +654,7 @@ tls {
 	}
 	url := fmt.Sprintf("tls://127.0.0.1:%d", port)
 	withCert := []nats.Option{nats.ClientCert(clientCert, clientKey), nats.RootCAs(ca.caFile), nats.Timeout(time.Second)}
-	startSecuredNode(t, dir, "n1", url, []string{"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--nats-config", conf}, func() error {
+	startSecuredNode(t, dir, "n1", url, []string{"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)), "--nats-config", conf}, func() error {
 		nc, err := nats.Connect(url, withCert...)
 		if err != nil {
 			return err
@@ -706,14 +707,14 @@ func TestExternalNATSTLSClientCert(t *testing.T) {
 	}
 
 	// Without a client certificate the node cannot connect, and says so.
-	out, code := runServeFails(t, "--data-dir", filepath.Join(dir, "nocert"), "--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+	out, code := runServeFails(t, "--data-dir", filepath.Join(dir, "nocert"), "--raft-addr", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)),
 		"--nats-url", url, "--nats-tls-ca", ca.caFile)
 	if code != 1 || !strings.Contains(out, "connect to nats") {
 		t.Fatalf("exit %d without a client certificate:\n%s", code, out)
 	}
 
 	withCert := []nats.Option{nats.ClientCert(nodeCert, nodeKey), nats.RootCAs(ca.caFile), nats.Timeout(time.Second)}
-	startSecuredNode(t, dir, "n1", url, []string{"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+	startSecuredNode(t, dir, "n1", url, []string{"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)),
 		"--nats-url", url, "--nats-tls-cert", nodeCert, "--nats-tls-key", nodeKey, "--nats-tls-ca", ca.caFile}, func() error {
 		nc, err := nats.Connect(url, withCert...)
 		if err != nil {
@@ -798,8 +799,8 @@ func TestSecurityStartupErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			data := filepath.Join(t.TempDir(), "data")
-			natsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-			raftAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			natsAddr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+			raftAddr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 			args := append([]string{"--data-dir", data, "--raft-addr", raftAddr, "--nats-listen", natsAddr}, c.args...)
 			out, code := runServeFails(t, args...)
 			if code != 1 || !strings.Contains(strings.ToLower(out), strings.ToLower(c.want)) {
@@ -827,10 +828,10 @@ func startTLSCluster(t *testing.T, size int, ca *testPKI, trust ...string) (*clu
 	c := &cluster{t: t, dir: t.TempDir()}
 	var routes, clusterAddrs []string
 	for i := 0; i < size; i++ {
-		clusterAddrs = append(clusterAddrs, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+		clusterAddrs = append(clusterAddrs, fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)))
 		routes = append(routes, "nats://"+clusterAddrs[i])
-		c.urls = append(c.urls, fmt.Sprintf("nats://127.0.0.1:%d", freePort(t)))
-		c.raftAddrs = append(c.raftAddrs, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+		c.urls = append(c.urls, fmt.Sprintf("nats://127.0.0.1:%d", freeport.Port(t)))
+		c.raftAddrs = append(c.raftAddrs, fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)))
 		c.faults = append(c.faults, filepath.Join(c.dir, fmt.Sprintf("faults-n%d.json", i+1)))
 	}
 	for i := 0; i < size; i++ {
@@ -1000,12 +1001,12 @@ func writeBundle(t *testing.T, path string, files ...string) {
 func joinRefused(t *testing.T, c *cluster, nc *nats.Conn, routes []string, id string, issuer *testPKI, caFile string) *node {
 	t.Helper()
 	cert, key := issuer.issue(t, id)
-	url := fmt.Sprintf("nats://127.0.0.1:%d", freePort(t))
-	raftAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	url := fmt.Sprintf("nats://127.0.0.1:%d", freeport.Port(t))
+	raftAddr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	joiner := startSecuredNode(t, c.dir, id, url, []string{"--raft-addr", raftAddr,
 		"--raft-tls-cert", cert, "--raft-tls-key", key, "--raft-tls-ca", caFile,
 		"--nats-listen", strings.TrimPrefix(url, "nats://"),
-		"--nats-cluster", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--nats-routes", strings.Join(routes, ","),
+		"--nats-cluster", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)), "--nats-routes", strings.Join(routes, ","),
 		"--join"}, func() error {
 		_, err := nodeInfo(nc, id)
 		return err

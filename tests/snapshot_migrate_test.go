@@ -18,6 +18,7 @@ import (
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/service/backupfile"
+	"github.com/concord-io/concord/tests/freeport"
 )
 
 // v4Backup writes a backup file whose payload is a state of keys keys in
@@ -184,7 +185,7 @@ func TestSnapshotMigrationV4ToV5SurvivesKill(t *testing.T) {
 	const baseKeys = 120_000
 	file := v4Backup(t, baseKeys)
 	dir := filepath.Join(t.TempDir(), "data")
-	raftAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	raftAddr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	restore(t, file, dir, "n1", raftAddr)
 	finished, writing := snapshotDirs(t, dir)
 	if len(finished) != 1 || len(writing) != 0 {
@@ -195,7 +196,7 @@ func TestSnapshotMigrationV4ToV5SurvivesKill(t *testing.T) {
 		t.Fatalf("the seeded snapshot is not version 4: %q", start)
 	}
 
-	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", freePort(t))
+	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", freeport.Port(t))
 	n := &node{t: t, dataDir: dir, natsURL: natsURL, logPath: filepath.Join(t.TempDir(), "concord.log"),
 		args: []string{"serve", "--node-id", "n1", "--data-dir", dir, "--raft-addr", raftAddr,
 			"--nats-listen", strings.TrimPrefix(natsURL, "nats://"),

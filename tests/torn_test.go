@@ -15,14 +15,15 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/tests/freeport"
 )
 
 // A second process on a data directory in use stops at once with a clear
 // error, and leaves the running node alone.
 func TestDataDirInUseIsRefused(t *testing.T) {
 	n := startNode(t, nodeOpts{})
-	out, code := runServeFails(t, "--data-dir", n.dataDir, "--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		"--nats-listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+	out, code := runServeFails(t, "--data-dir", n.dataDir, "--raft-addr", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)),
+		"--nats-listen", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)))
 	if code != 1 || !strings.Contains(out, "in use by another process") {
 		t.Fatalf("second process on %s: exit %d, output:\n%s", n.dataDir, code, out)
 	}

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/tests/freeport"
 )
 
 // Disk-full scenarios: a single node whose data directory is a small
@@ -118,7 +119,7 @@ type diskFullRun struct {
 
 func startDiskFullRun(t *testing.T, disk string) *diskFullRun {
 	t.Helper()
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	n := newNode(t, filepath.Join(disk, "data"), "--wal-segment-mb", "1", "--metrics-listen", httpAddr)
 	n.start()
 	n.waitServing(30 * time.Second)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/tests/freeport"
 )
 
 // nodeDeadline bounds every concord process a scenario starts: it is
@@ -51,9 +51,9 @@ type node struct {
 // port) on dataDir; start runs it.
 func newNode(t *testing.T, dataDir string, extra ...string) *node {
 	t.Helper()
-	natsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	natsAddr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	return newNodeWith(t, "", "nats://"+natsAddr, append([]string{"serve", "--node-id", "n1", "--data-dir", dataDir,
-		"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--nats-listen", natsAddr}, extra...))
+		"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)), "--nats-listen", natsAddr}, extra...))
 }
 
 // newNodeWith prepares a concord process with the given arguments, in the
@@ -216,16 +216,6 @@ func request(nc *nats.Conn, subject string, body any, timeout time.Duration) ([]
 		return nil, errors.New(string(msg.Data))
 	}
 	return msg.Data, nil
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func tail(s string, lines int) string {
