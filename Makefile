@@ -211,7 +211,7 @@ bench-history: build
 # exceeded" when the time runs out under load (golang/go#75804, no crasher
 # written), and CI machines are loaded.
 FUZZTIME ?= 60s
-FUZZ_TARGETS := ./service:FuzzDecodeRequest ./service:FuzzFastDecode ./fsm:FuzzDecodeApply ./fsm:FuzzDecodeApplyTxn ./fsm:FuzzRestoreV5 ./schema:FuzzKeyValueAppendJSON
+FUZZ_TARGETS := ./service/decode:FuzzDecodeRequest ./service/decode:FuzzFastDecode ./fsm:FuzzDecodeApply ./fsm:FuzzDecodeApplyTxn ./fsm:FuzzRestoreV5 ./schema:FuzzKeyValueAppendJSON
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

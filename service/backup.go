@@ -18,6 +18,7 @@ import (
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/service/datadir"
+	"github.com/concord-io/concord/service/decode"
 )
 
 // Backups, the leader's side. The backup file and the offline restore,
@@ -75,7 +76,7 @@ var (
 
 func (s *Service) handleBackup(_ context.Context, m *nats.Msg) (any, *schema.Error) {
 	var req schema.ClusterBackupRequest
-	if e := decodeStrict(m.Data, &req); e != nil {
+	if e := decode.Strict(m.Data, &req); e != nil {
 		return nil, e
 	}
 	// The tick orders the backup after everything committed before the
@@ -110,7 +111,7 @@ func (s *Service) handleBackup(_ context.Context, m *nats.Msg) (any, *schema.Err
 }
 
 func (s *Service) handleBackupChunk(_ context.Context, m *nats.Msg) (any, *schema.Error) {
-	req, e := s.dec.backupChunk(m.Data)
+	req, e := s.dec.BackupChunk(m.Data)
 	if e != nil {
 		return nil, e
 	}
@@ -306,7 +307,7 @@ func (bs *backupStore) read(id string, off int64, n int) (*schema.ClusterBackupC
 	}
 	if off > b.size {
 		bs.mu.Unlock()
-		return nil, invalid("offset %d is past the end of backup %s, which has %d bytes", off, id, b.size)
+		return nil, decode.Invalid("offset %d is past the end of backup %s, which has %d bytes", off, id, b.size)
 	}
 	end := min(b.size, off+int64(n))
 	if end == b.size && !b.done {

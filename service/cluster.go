@@ -16,6 +16,7 @@ import (
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/service/datadir"
+	"github.com/concord-io/concord/service/decode"
 	"github.com/concord-io/concord/subjects"
 )
 
@@ -124,7 +125,7 @@ func replyError(m *nats.Msg) *schema.Error {
 }
 
 func (s *Service) handleJoin(_ context.Context, m *nats.Msg) (any, *schema.Error) {
-	req, e := s.dec.join(m.Data)
+	req, e := s.dec.Join(m.Data)
 	if e != nil {
 		return nil, e
 	}
@@ -211,7 +212,7 @@ func (s *Service) hasVoter(id, addr string) bool {
 }
 
 func (s *Service) handleRemove(_ context.Context, m *nats.Msg) (any, *schema.Error) {
-	req, e := s.dec.remove(m.Data)
+	req, e := s.dec.Remove(m.Data)
 	if e != nil {
 		return nil, e
 	}
@@ -239,7 +240,7 @@ func (s *Service) handleRemove(_ context.Context, m *nats.Msg) (any, *schema.Err
 
 func (s *Service) handleStatus(_ context.Context, m *nats.Msg) (any, *schema.Error) {
 	var req schema.ClusterStatusRequest
-	if e := decodeStrict(m.Data, &req); e != nil {
+	if e := decode.Strict(m.Data, &req); e != nil {
 		return nil, e
 	}
 	members, e := s.members(req.Hash)
@@ -261,7 +262,7 @@ func (s *Service) handleStatus(_ context.Context, m *nats.Msg) (any, *schema.Err
 
 func (s *Service) handleSnapshot(_ context.Context, m *nats.Msg) (any, *schema.Error) {
 	var req schema.ClusterSnapshotRequest
-	if e := decodeStrict(m.Data, &req); e != nil {
+	if e := decode.Strict(m.Data, &req); e != nil {
 		return nil, e
 	}
 	f := s.raft.Snapshot()
@@ -365,7 +366,7 @@ func (s *Service) serveNodeInfo(m *nats.Msg) {
 		return // nowhere to answer, this node's own bootstrap probe, or a refused reply subject
 	}
 	var req schema.NodeInfoRequest
-	if e := decodeStrict(m.Data, &req); e != nil {
+	if e := decode.Strict(m.Data, &req); e != nil {
 		s.respond(m, nil, e)
 		return
 	}

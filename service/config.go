@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/service/decode"
 	"github.com/concord-io/concord/subjects"
 )
 
@@ -304,8 +305,8 @@ func (c *Config) validate() error {
 
 // decodeLimits are the limits the request decoder checks (after
 // fillDefaults).
-func (c *Config) decodeLimits() decodeLimits {
-	return decodeLimits{
+func (c *Config) decodeLimits() decode.Limits {
+	return decode.Limits{
 		MinTTL: c.MinTTL, MaxKeyBytes: c.MaxKeyBytes, MaxValueBytes: c.MaxValueBytes, MaxMetadataBytes: c.MaxMetadataBytes,
 		MaxTxnCompares: c.MaxTxnCompares, MaxTxnOps: c.MaxTxnOps, MaxTxnBytes: c.MaxTxnBytes,
 	}

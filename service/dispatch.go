@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/service/decode"
 	"github.com/concord-io/concord/subjects"
 )
 
@@ -96,7 +97,7 @@ func (s *Service) handle(j job) {
 		e = s.diskFullError(j.ep)
 	}
 	if e == nil {
-		_, e = requestDeadline(j.m, start)
+		_, e = decode.Deadline(j.m, start)
 	}
 	if e == nil {
 		reply, e = s.serve(j.m, j.h)

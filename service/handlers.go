@@ -9,6 +9,7 @@ import (
 
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/service/decode"
 	"github.com/concord-io/concord/subjects"
 )
 
@@ -20,19 +21,19 @@ import (
 // so that Apply never waits for it.
 func (s *Service) handlers() map[subjects.Endpoint]handlerFunc {
 	return map[subjects.Endpoint]handlerFunc{
-		subjects.LeaseGrant:         proposes(s, noBodyKey(s.dec.grant)),
-		subjects.LeaseKeepAlive:     proposes(s, noBodyKey(s.dec.keepAlive)),
-		subjects.LeaseKeepAliveMany: proposes(s, noBodyKey(s.dec.keepAliveMany)),
+		subjects.LeaseGrant:         proposes(s, noBodyKey(s.dec.Grant)),
+		subjects.LeaseKeepAlive:     proposes(s, noBodyKey(s.dec.KeepAlive)),
+		subjects.LeaseKeepAliveMany: proposes(s, noBodyKey(s.dec.KeepAliveMany)),
 		subjects.KVChanges:          s.handleChanges,
-		subjects.LeaseRevoke:        proposes(s, noBodyKey(s.dec.revoke)),
+		subjects.LeaseRevoke:        proposes(s, noBodyKey(s.dec.Revoke)),
 		subjects.LeaseInfo:          s.handleInfo,
 		subjects.LeaseList:          s.handleList,
-		subjects.KVPut:              proposes(s, s.dec.put),
+		subjects.KVPut:              proposes(s, s.dec.Put),
 		subjects.KVGet:              s.handleGet,
-		subjects.KVDelete:           proposes(s, s.dec.delete),
-		subjects.KVTxn:              proposes(s, s.dec.txn),
+		subjects.KVDelete:           proposes(s, s.dec.Delete),
+		subjects.KVTxn:              proposes(s, s.dec.Txn),
 		subjects.KVHistory:          s.handleHistory,
-		subjects.KVCompact:          proposes(s, noBodyKey(s.dec.compact)),
+		subjects.KVCompact:          proposes(s, noBodyKey(s.dec.Compact)),
 
 		subjects.ClusterJoin:     s.handleJoin,
 		subjects.ClusterRemove:   s.handleRemove,
@@ -46,20 +47,20 @@ func (s *Service) handlers() map[subjects.Endpoint]handlerFunc {
 
 // proposes makes the handler of a mutating request: decode the body into
 // a command (and the body's idempotency key, "" for none), then propose it
-// under the request's key (idempotency.go), no later than its deadline
-// (requestDeadline), and reply with what applying it produced. A request
+// under the request's key (decode.IdempotencyKey), no later than its
+// deadline (decode.Deadline), and reply with what applying it produced. A request
 // that does not decode is refused before the log.
-func proposes[C any](s *Service, decode func([]byte) (C, string, *schema.Error)) handlerFunc {
+func proposes[C any](s *Service, decodeBody func([]byte) (C, string, *schema.Error)) handlerFunc {
 	return func(_ context.Context, m *nats.Msg) (any, *schema.Error) {
-		cmd, bodyKey, e := decode(m.Data)
+		cmd, bodyKey, e := decodeBody(m.Data)
 		if e != nil {
 			return nil, e
 		}
-		key, e := idempotencyKey(m, bodyKey)
+		key, e := decode.IdempotencyKey(m, bodyKey)
 		if e != nil {
 			return nil, e
 		}
-		deadline, e := requestDeadline(m, time.Now())
+		deadline, e := decode.Deadline(m, time.Now())
 		if e != nil {
 			return nil, e
 		}
@@ -73,22 +74,22 @@ func proposes[C any](s *Service, decode func([]byte) (C, string, *schema.Error))
 
 // noBodyKey adapts the decoder of a request whose body has no
 // idempotency_key field: only the header may give its key.
-func noBodyKey[C any](decode func([]byte) (C, *schema.Error)) func([]byte) (C, string, *schema.Error) {
+func noBodyKey[C any](decodeBody func([]byte) (C, *schema.Error)) func([]byte) (C, string, *schema.Error) {
 	return func(data []byte) (C, string, *schema.Error) {
-		cmd, e := decode(data)
+		cmd, e := decodeBody(data)
 		return cmd, "", e
 	}
 }
 
 func (s *Service) handleChanges(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
-	q, e := s.dec.changes(m.Data)
+	q, e := s.dec.Changes(m.Data)
 	if e != nil {
 		return nil, e
 	}
 	if _, e := s.reads.now(ctx, false); e != nil {
 		return nil, e
 	}
-	q.MaxBytes = s.dec.replyBytes
+	q.MaxBytes = s.dec.ReplyBytes()
 	reply, err := s.sm.view().Changes(q)
 	if err != nil {
 		return nil, errorFor(err)
@@ -97,7 +98,7 @@ func (s *Service) handleChanges(ctx context.Context, m *nats.Msg) (any, *schema.
 }
 
 func (s *Service) handleInfo(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
-	req, e := s.dec.info(m.Data)
+	req, e := s.dec.LeaseInfo(m.Data)
 	if e != nil {
 		return nil, e
 	}
@@ -121,7 +122,7 @@ func (s *Service) handleInfo(ctx context.Context, m *nats.Msg) (any, *schema.Err
 }
 
 func (s *Service) handleList(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
-	req, e := s.dec.list(m.Data)
+	req, e := s.dec.LeaseList(m.Data)
 	if e != nil {
 		return nil, e
 	}
@@ -134,27 +135,27 @@ func (s *Service) handleList(ctx context.Context, m *nats.Msg) (any, *schema.Err
 }
 
 func (s *Service) handleGet(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
-	req, e := s.dec.get(m.Data)
+	req, e := s.dec.Get(m.Data)
 	if e != nil {
 		return nil, e
 	}
-	now, e := s.reads.now(ctx, req.serializable)
+	now, e := s.reads.now(ctx, req.Serializable)
 	if e != nil {
 		return nil, e
 	}
-	req.q.MaxBytes = s.dec.replyBytes
+	req.Query.MaxBytes = s.dec.ReplyBytes()
 	var reply *schema.KVGetReply
 	var err error
-	if !req.q.IsPrefix && !req.q.IsRange {
+	if !req.Query.IsPrefix && !req.Query.IsRange {
 		// One key, at the present or a past revision: a look-up.
-		s.sm.read(func(st *fsm.State) { reply, err = st.GetAt(req.q, req.revision, max(now, st.Now())) })
+		s.sm.read(func(st *fsm.State) { reply, err = st.GetAt(req.Query, req.Revision, max(now, st.Now())) })
 	} else {
 		buf := kvsPool.Get().(*[]schema.KeyValue)
-		req.q.Into = *buf
+		req.Query.Into = *buf
 		pace := newListingPacer(s.cfg.ListingShare, s.proposer.writing, s.metrics.listingPause)
-		req.q.Yield = pace.yield
+		req.Query.Yield = pace.yield
 		v := s.sm.view()
-		reply, err = v.GetAt(req.q, req.revision, max(now, v.Now()))
+		reply, err = v.GetAt(req.Query, req.Revision, max(now, v.Now()))
 		if err != nil {
 			kvsPool.Put(buf)
 			return nil, errorFor(err)
@@ -205,15 +206,15 @@ func (r *pooledGetReply) release() {
 }
 
 func (s *Service) handleHistory(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
-	req, e := s.dec.history(m.Data)
+	req, e := s.dec.History(m.Data)
 	if e != nil {
 		return nil, e
 	}
-	if _, e := s.reads.now(ctx, req.serializable); e != nil {
+	if _, e := s.reads.now(ctx, req.Serializable); e != nil {
 		return nil, e
 	}
-	req.q.MaxBytes = s.dec.replyBytes
-	reply, err := s.sm.view().History(req.q)
+	req.Query.MaxBytes = s.dec.ReplyBytes()
+	reply, err := s.sm.view().History(req.Query)
 	if err != nil {
 		return nil, errorFor(err)
 	}

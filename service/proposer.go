@@ -12,6 +12,7 @@ import (
 
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/service/decode"
 	"github.com/concord-io/concord/service/failpoint"
 )
 
@@ -108,7 +109,7 @@ func newProposer(apply func([]byte) raft.ApplyFuture, batching bool) *proposer {
 // alone or with the commands of concurrent requests, and returns its
 // result. A Raft error is the wire error of every command in the entry. A
 // command still waiting when its deadline (unless zero) passes is left out
-// of the log and answered deadlinePassed.
+// of the log and answered decode.DeadlinePassed.
 func (p *proposer) propose(data []byte, deadline time.Time) (*fsm.Result, *schema.Error) {
 	p.proposing.Add(1)
 	defer p.proposing.Add(-1)
@@ -260,7 +261,7 @@ func (p *proposer) dropExpired(batch []*proposal) []*proposal {
 		}
 		switch {
 		case expired:
-			q.err = deadlinePassed(now.Sub(q.deadline))
+			q.err = decode.DeadlinePassed(now.Sub(q.deadline))
 			if live == nil {
 				live = append(make([]*proposal, 0, len(batch)-1), batch[:i]...)
 			}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/service/decode"
 )
 
 // BenchmarkListingPage is the server's work for one page of a large
@@ -15,7 +16,7 @@ import (
 // (GetQuery.Into) and KVGetReply.AppendJSON into a reused buffer.
 func BenchmarkListingPage(b *testing.B) {
 	m, _ := loadPrefix(b, 100_000)
-	q := fsm.GetQuery{Key: "r.", IsPrefix: true, Limit: 10_000, MaxBytes: (1 << 20) - replyHeadroom}
+	q := fsm.GetQuery{Key: "r.", IsPrefix: true, Limit: 10_000, MaxBytes: (1 << 20) - decode.ReplyHeadroom}
 	v := m.view()
 	var size int
 	b.Run("reflect", func(b *testing.B) {

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/concord-io/concord/service/decode"
 	"github.com/concord-io/concord/service/logstore"
 	"github.com/concord-io/concord/subjects"
 )
@@ -34,7 +35,7 @@ type Service struct {
 	maxPayload int64
 	// dec decodes requests under the configured limits; it is set with
 	// maxPayload, before any request is served.
-	dec decoder
+	dec decode.Decoder
 
 	store *logstore.Store
 	// diskFull is why the log's disk is full, nil while it has room
@@ -195,7 +196,7 @@ func (s *Service) start() error {
 	}
 	s.nc = nc
 	s.maxPayload = nc.MaxPayload()
-	s.dec = newDecoder(s.cfg.decodeLimits(), s.maxPayload)
+	s.dec = decode.New(s.cfg.decodeLimits(), s.maxPayload)
 	if need := int64(s.cfg.MaxValueBytes + payloadHeadroom); nc.MaxPayload() < need {
 		s.log.Warn("the NATS max_payload is below the largest value plus its envelope; large puts will be refused by NATS",
 			"max_payload", nc.MaxPayload(), "max_value_bytes", s.cfg.MaxValueBytes)

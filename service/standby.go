@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/service/decode"
 	"github.com/concord-io/concord/subjects"
 )
 
@@ -55,7 +56,7 @@ import (
 // node's server gets it when the link heals), so it is answered 504
 // outcome_unknown (standbyReply); the Go client retries it with the same
 // idempotency key, which applies it once, and no node starts it after its
-// deadline (requestDeadline).
+// deadline (decode.Deadline).
 //
 // Replies go only where the reply guard allows (replyguard.go).
 
@@ -372,7 +373,7 @@ func (s *Service) answerHeld(ctx context.Context) {
 		}
 		e := s.conflictError()
 		if e == nil {
-			deadline, _ := requestDeadline(h.m, time.Time{})
+			deadline, _ := decode.Deadline(h.m, time.Time{})
 			e = standbyReply(s.standbyActivity(), h.ep.Writes() && !s.loneMember(), deadline)
 		}
 		e = s.respond(h.m, nil, e)

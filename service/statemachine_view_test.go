@@ -17,6 +17,7 @@ import (
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/service/datadir"
+	"github.com/concord-io/concord/service/decode"
 )
 
 // putLog is the log entry at index of a put of key.
@@ -186,7 +187,7 @@ func BenchmarkApplyBesideBigReads(b *testing.B) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					q := fsm.GetQuery{Key: "r.", IsPrefix: true, Limit: 10_000, MaxBytes: (1 << 20) - replyHeadroom}
+					q := fsm.GetQuery{Key: "r.", IsPrefix: true, Limit: 10_000, MaxBytes: (1 << 20) - decode.ReplyHeadroom}
 					for {
 						select {
 						case <-stop:

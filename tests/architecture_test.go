@@ -107,3 +107,44 @@ func TestFailpointsOnlyInTheTaggedBuild(t *testing.T) {
 		t.Fatalf("the failpoints build does not link %s (%v):\n%s", gofail, err, out)
 	}
 }
+
+// go test -fuzz on a package without the named target only warns and
+// exits 0, so a fuzz target left behind when its code moves would stop
+// being fuzzed without anyone noticing: every target the Makefile names
+// must be defined in the package it names.
+func TestMakefileFuzzTargetsExist(t *testing.T) {
+	mk, err := os.ReadFile(filepath.Join("..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := regexp.MustCompile(`(?m)^FUZZ_TARGETS :=(.*)$`).FindSubmatch(mk)
+	if line == nil {
+		t.Fatal("the Makefile has no FUZZ_TARGETS line")
+	}
+	targets := strings.Fields(string(line[1]))
+	if len(targets) < 4 {
+		t.Fatalf("FUZZ_TARGETS names only %d targets: %q", len(targets), targets)
+	}
+	for _, target := range targets {
+		pkg, name, ok := strings.Cut(target, ":")
+		if !ok {
+			t.Errorf("FUZZ_TARGETS entry %q is not <package>:<target>", target)
+			continue
+		}
+		files, _ := filepath.Glob(filepath.Join("..", pkg, "*_test.go"))
+		found := false
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(b), "\nfunc "+name+"(f *testing.F)") {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("FUZZ_TARGETS names %s in %s, which defines no such fuzz target", name, pkg)
+		}
+	}
+}

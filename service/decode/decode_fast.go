@@ -1,4 +1,4 @@
-package service
+package decode
 
 import (
 	"encoding/json"
@@ -17,7 +17,7 @@ import (
 // value of at most 18 digits, with JSON white space around the tokens and
 // nothing after the object. Anything else (another field, a string, a
 // float, an exponent, a leading zero, a duplicate, an escape) returns
-// false and goes through decodeStrict, which then decides and describes
+// false and goes through Strict, which then decides and describes
 // the error; FuzzFastDecode checks that the two agree on every body the
 // fast path takes.
 
@@ -98,7 +98,7 @@ func decodeIntObject(data []byte, names ...string) (intFields, bool) {
 // string of printable ASCII without escapes), "value" (any JSON value,
 // checked by json.Valid), "lease" and "ttl" (integers as decodeIntObject
 // takes them), with JSON white space around the tokens and nothing after
-// the object. Anything else reports false, and decodeStrict decides;
+// the object. Anything else reports false, and Strict decides;
 // FuzzFastDecode checks that the two agree on every body taken here.
 // req.Value points into data.
 func decodePutFast(data []byte, req *schema.KVPutRequest) bool {

@@ -1,4 +1,4 @@
-package service
+package decode
 
 import (
 	"bytes"
@@ -26,19 +26,19 @@ var compareOps = map[string]fsm.CompareOp{
 	"==": fsm.CmpEq, "!=": fsm.CmpNe, "<": fsm.CmpLt, "<=": fsm.CmpLe, ">": fsm.CmpGt, ">=": fsm.CmpGe,
 }
 
-// txn checks a transaction request: sizes and counts, every compare's
+// Txn checks a transaction request: sizes and counts, every compare's
 // target, operator and operand type, and every operation as its standalone
 // endpoint would. Only what depends on state is left to Apply.
-func (d *decoder) txn(data []byte) (*fsm.Txn, string, *schema.Error) {
+func (d *Decoder) Txn(data []byte) (*fsm.Txn, string, *schema.Error) {
 	if len(data) > d.maxTxnBytes {
 		return nil, "", tooLarge("the transaction", len(data), d.maxTxnBytes)
 	}
 	var req schema.KVTxnRequest
-	if e := decodeStrict(data, &req); e != nil {
+	if e := Strict(data, &req); e != nil {
 		return nil, "", e
 	}
 	if len(req.Compare) > d.maxTxnCompares {
-		return nil, "", invalid("compare has %d compares, more than the %d allowed", len(req.Compare), d.maxTxnCompares)
+		return nil, "", Invalid("compare has %d compares, more than the %d allowed", len(req.Compare), d.maxTxnCompares)
 	}
 	t := &fsm.Txn{Compare: make([]fsm.Compare, 0, len(req.Compare))}
 	seen := make(map[string]bool, len(req.Compare))
@@ -50,7 +50,7 @@ func (d *decoder) txn(data []byte) (*fsm.Txn, string, *schema.Error) {
 		}
 		id := c.Key + "\x00" + c.Target + "\x00" + fc.Path
 		if seen[id] {
-			return nil, "", invalid("%s is a second %s compare of key %q: combine them into one", at[:len(at)-1], c.Target, c.Key)
+			return nil, "", Invalid("%s is a second %s compare of key %q: combine them into one", at[:len(at)-1], c.Target, c.Key)
 		}
 		seen[id] = true
 		t.Compare = append(t.Compare, fc)
@@ -78,26 +78,26 @@ func (d *decoder) txn(data []byte) (*fsm.Txn, string, *schema.Error) {
 	return t, req.IdempotencyKey, nil
 }
 
-func (d *decoder) buildCompare(at string, c schema.TxnCompare) (fsm.Compare, *schema.Error) {
+func (d *Decoder) buildCompare(at string, c schema.TxnCompare) (fsm.Compare, *schema.Error) {
 	if e := d.checkKey(at+"key", c.Key); e != nil {
 		return fsm.Compare{}, e
 	}
 	target, ok := compareTargets[c.Target]
 	if !ok {
-		return fsm.Compare{}, invalid("%starget must be one of exists, value, field, version, create_revision, mod_revision, lease and ttl, not %q", at, c.Target)
+		return fsm.Compare{}, Invalid("%starget must be one of exists, value, field, version, create_revision, mod_revision, lease and ttl, not %q", at, c.Target)
 	}
 	op, ok := compareOps[c.Op]
 	if !ok {
-		return fsm.Compare{}, invalid("%sop must be one of ==, !=, <, <=, > and >=, not %q", at, c.Op)
+		return fsm.Compare{}, Invalid("%sop must be one of ==, !=, <, <=, > and >=, not %q", at, c.Op)
 	}
 	if (target == fsm.TargetExists || target == fsm.TargetValue || target == fsm.TargetLease) && op != fsm.CmpEq && op != fsm.CmpNe {
-		return fsm.Compare{}, invalid("%sop must be == or != in %s compare, not %s", at, article(c.Target), c.Op)
+		return fsm.Compare{}, Invalid("%sop must be == or != in %s compare, not %s", at, article(c.Target), c.Op)
 	}
 	if c.Path != nil && target != fsm.TargetField {
-		return fsm.Compare{}, invalid("%spath applies only to a field compare, not to %s compare", at, article(c.Target))
+		return fsm.Compare{}, Invalid("%spath applies only to a field compare, not to %s compare", at, article(c.Target))
 	}
 	if len(c.Value) == 0 {
-		return fsm.Compare{}, invalid("%svalue is required: what the %s is compared with", at, c.Target)
+		return fsm.Compare{}, Invalid("%svalue is required: what the %s is compared with", at, c.Target)
 	}
 	fc := fsm.Compare{Key: c.Key, Target: target, Op: op}
 	switch target {
@@ -108,10 +108,10 @@ func (d *decoder) buildCompare(at string, c schema.TxnCompare) (fsm.Compare, *sc
 		}
 		if target == fsm.TargetField {
 			if c.Path == nil {
-				return fsm.Compare{}, invalid("%spath is required in a field compare: a JSON Pointer such as \"/status\"", at)
+				return fsm.Compare{}, Invalid("%spath is required in a field compare: a JSON Pointer such as \"/status\"", at)
 			}
 			if !fsm.ValidJSONPointer(*c.Path) {
-				return fsm.Compare{}, invalid("%spath must be a JSON Pointer (RFC 6901) such as \"/status\" or \"\", not %q", at, *c.Path)
+				return fsm.Compare{}, Invalid("%spath must be a JSON Pointer (RFC 6901) such as \"/status\" or \"\", not %q", at, *c.Path)
 			}
 			fc.Path = *c.Path
 		}
@@ -121,15 +121,15 @@ func (d *decoder) buildCompare(at string, c schema.TxnCompare) (fsm.Compare, *sc
 			fc.Int = 1
 		case "false":
 		default:
-			return fsm.Compare{}, invalid("%svalue must be true or false in an exists compare, not %s", at, shorten(string(bytes.TrimSpace(c.Value))))
+			return fsm.Compare{}, Invalid("%svalue must be true or false in an exists compare, not %s", at, shorten(string(bytes.TrimSpace(c.Value))))
 		}
 	default:
 		n, ok := jsonInt(c.Value)
 		if !ok {
-			return fsm.Compare{}, invalid("%svalue must be a whole number in %s compare, not %s", at, article(c.Target), shorten(string(bytes.TrimSpace(c.Value))))
+			return fsm.Compare{}, Invalid("%svalue must be a whole number in %s compare, not %s", at, article(c.Target), shorten(string(bytes.TrimSpace(c.Value))))
 		}
 		if target == fsm.TargetLease && (n < 0 || n > schema.MaxLeaseID) {
-			return fsm.Compare{}, invalid("%svalue must be a lease id from 1 to %d (or 0 for none), not %d", at, int64(schema.MaxLeaseID), n)
+			return fsm.Compare{}, Invalid("%svalue must be a lease id from 1 to %d (or 0 for none), not %d", at, int64(schema.MaxLeaseID), n)
 		}
 		fc.Int = n
 	}
@@ -156,9 +156,9 @@ func jsonInt(raw json.RawMessage) (int64, bool) {
 	return int64(f), true
 }
 
-func (d *decoder) buildBranch(name string, ops []schema.TxnOp, getBudget int) ([]fsm.TxnOp, *schema.Error) {
+func (d *Decoder) buildBranch(name string, ops []schema.TxnOp, getBudget int) ([]fsm.TxnOp, *schema.Error) {
 	if len(ops) > d.maxTxnOps {
-		return nil, invalid("%s has %d operations, more than the %d allowed", name, len(ops), d.maxTxnOps)
+		return nil, Invalid("%s has %d operations, more than the %d allowed", name, len(ops), d.maxTxnOps)
 	}
 	out := make([]fsm.TxnOp, 0, len(ops))
 	for i, op := range ops {
@@ -170,7 +170,7 @@ func (d *decoder) buildBranch(name string, ops []schema.TxnOp, getBudget int) ([
 			}
 		}
 		if n != 1 {
-			return nil, invalid("%s must hold exactly one of put, get and delete", at[:len(at)-1])
+			return nil, Invalid("%s must hold exactly one of put, get and delete", at[:len(at)-1])
 		}
 		switch {
 		case op.Put != nil:

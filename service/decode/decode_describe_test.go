@@ -1,4 +1,4 @@
-package service
+package decode
 
 import (
 	"bytes"
@@ -18,48 +18,55 @@ import (
 
 // testDecoder is the decoder of the default configuration on a connection
 // with a 1 MiB max payload.
-func testDecoder() *decoder {
-	cfg := DefaultConfig()
-	cfg.fillDefaults()
-	d := newDecoder(cfg.decodeLimits(), 1<<20)
+func testDecoder() *Decoder {
+	d := New(defaultLimits(), 1<<20)
 	return &d
 }
 
+// defaultLimits are the limits of a node's default configuration.
+func defaultLimits() Limits {
+	return Limits{
+		MinTTL: schema.DefaultMinTTL, MaxKeyBytes: subjects.MaxKeyBytes,
+		MaxValueBytes: schema.DefaultMaxValueBytes, MaxMetadataBytes: schema.DefaultMaxMetadataBytes,
+		MaxTxnCompares: schema.DefaultMaxTxnCompares, MaxTxnOps: schema.DefaultMaxTxnOps, MaxTxnBytes: schema.DefaultMaxTxnBytes,
+	}
+}
+
 // decodeRequest runs the decoder of ep on body and returns its error.
-func decodeRequest(d *decoder, ep subjects.Endpoint, body []byte) *schema.Error {
+func decodeRequest(d *Decoder, ep subjects.Endpoint, body []byte) *schema.Error {
 	var e *schema.Error
 	switch ep {
 	case subjects.LeaseGrant:
-		_, e = d.grant(body)
+		_, e = d.Grant(body)
 	case subjects.LeaseKeepAlive:
-		_, e = d.keepAlive(body)
+		_, e = d.KeepAlive(body)
 	case subjects.LeaseKeepAliveMany:
-		_, e = d.keepAliveMany(body)
+		_, e = d.KeepAliveMany(body)
 	case subjects.LeaseRevoke:
-		_, e = d.revoke(body)
+		_, e = d.Revoke(body)
 	case subjects.LeaseInfo:
-		_, e = d.info(body)
+		_, e = d.LeaseInfo(body)
 	case subjects.LeaseList:
-		_, e = d.list(body)
+		_, e = d.LeaseList(body)
 	case subjects.KVPut:
-		_, _, e = d.put(body)
+		_, _, e = d.Put(body)
 	case subjects.KVGet:
-		_, e = d.get(body)
+		_, e = d.Get(body)
 	case subjects.KVDelete:
-		_, _, e = d.delete(body)
+		_, _, e = d.Delete(body)
 	case subjects.KVTxn:
-		_, _, e = d.txn(body)
+		_, _, e = d.Txn(body)
 	case subjects.KVChanges:
-		_, e = d.changes(body)
+		_, e = d.Changes(body)
 	case subjects.ClusterBackupChunk:
-		_, e = d.backupChunk(body)
+		_, e = d.BackupChunk(body)
 	case subjects.ClusterJoin:
-		_, e = d.join(body)
+		_, e = d.Join(body)
 	case subjects.ClusterRemove:
-		_, e = d.remove(body)
+		_, e = d.Remove(body)
 	default:
-		var req schema.ClusterJoinRequest // decodeStrict alone, as cluster.go uses it
-		e = decodeStrict(body, &req)
+		var req schema.ClusterJoinRequest // Strict alone, as cluster.go uses it
+		e = Strict(body, &req)
 	}
 	return e
 }
@@ -268,10 +275,9 @@ func decodeErrorCases() []decodeErrorCase {
 // A compare's value over the value size limit (which only a transaction
 // size limit above the value size limit lets through).
 func TestDecodeCompareValueTooLarge(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.fillDefaults()
-	cfg.MaxValueBytes = 8
-	d := newDecoder(cfg.decodeLimits(), 1<<20)
+	limits := defaultLimits()
+	limits.MaxValueBytes = 8
+	d := New(limits, 1<<20)
 	e := decodeRequest(&d, subjects.KVTxn, []byte(`{"compare":[{"key":"a","target":"value","op":"==","value":"0123456789"}]}`))
 	if want := `compare[0].value is 12 bytes, more than the 8 allowed`; e == nil || e.Name != schema.ErrTooLarge || e.Description != want {
 		t.Fatalf("got %v, want too_large %q", e, want)
@@ -298,14 +304,14 @@ func TestIdempotencyKeyDescriptions(t *testing.T) {
 		{withHeader("k1"), "k2", `idempotency_key "k2" and the Concord-Idempotency-Key header "k1" differ: give one of them, or the same key in both`},
 	}
 	for _, tc := range cases {
-		_, e := idempotencyKey(tc.m, tc.bodyKey)
+		_, e := IdempotencyKey(tc.m, tc.bodyKey)
 		if e == nil || e.Name != schema.ErrInvalidRequest || e.Description != tc.desc {
 			t.Errorf("key %q, header %q: %v, want invalid_request %q", shorten(tc.bodyKey), shorten(tc.m.Header.Get(schema.HeaderIdempotencyKey)), e, tc.desc)
 			continue
 		}
 		checkUserFacing(t, "idempotency key", e.Description)
 	}
-	if k, e := idempotencyKey(withHeader("same key"), "same key"); e != nil || k != "same key" {
+	if k, e := IdempotencyKey(withHeader("same key"), "same key"); e != nil || k != "same key" {
 		t.Errorf("the same key in the body and the header: %q, %v", k, e)
 	}
 }
@@ -409,7 +415,7 @@ func TestDescribeJSONErrorFallbacks(t *testing.T) {
 	}
 }
 
-// strictUnmarshal decodes as decodeStrict does.
+// strictUnmarshal decodes as Strict does.
 func strictUnmarshal(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()

@@ -1,4 +1,4 @@
-package service
+package decode
 
 import (
 	"bytes"
@@ -30,9 +30,9 @@ func describeJSONError(data []byte, skip int, v any, err error) *schema.Error {
 	var syn *json.SyntaxError
 	switch {
 	case errors.As(err, &syn):
-		return invalid("the request body is not valid JSON: %s (at byte %d)", syn.Error(), int64(skip)+syn.Offset)
+		return Invalid("the request body is not valid JSON: %s (at byte %d)", syn.Error(), int64(skip)+syn.Offset)
 	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
-		return invalid("the request body is not valid JSON: it ends before the object is complete")
+		return Invalid("the request body is not valid JSON: it ends before the object is complete")
 	}
 	if e := findRefusedValue(data, reflect.TypeOf(v)); e != nil {
 		return e
@@ -41,12 +41,12 @@ func describeJSONError(data []byte, skip int, v any, err error) *schema.Error {
 	// what can be said without Go's vocabulary.
 	var typ *json.UnmarshalTypeError
 	if errors.As(err, &typ) && typ.Field != "" {
-		return invalid("%s must be %s", typ.Field, wantedKind(typ.Type, typ.Field))
+		return Invalid("%s must be %s", typ.Field, wantedKind(typ.Type, typ.Field))
 	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return invalid("unknown field %s", name)
+		return Invalid("unknown field %s", name)
 	}
-	return invalid("the request body could not be read: %s", strings.TrimPrefix(err.Error(), "json: "))
+	return Invalid("the request body could not be read: %s", strings.TrimPrefix(err.Error(), "json: "))
 }
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
@@ -242,9 +242,9 @@ func unknownField(path, name string, t reflect.Type) *schema.Error {
 		names = append(names, f.Name)
 	}
 	if len(names) == 0 {
-		return invalid("unknown field %q: %s takes no fields", shorten(name), where)
+		return Invalid("unknown field %q: %s takes no fields", shorten(name), where)
 	}
-	return invalid("unknown field %q: the fields of %s are %s", shorten(name), where, listWords(names))
+	return Invalid("unknown field %q: the fields of %s are %s", shorten(name), where, listWords(names))
 }
 
 // wrongKind describes a value of the wrong JSON kind (tok is its first
@@ -265,7 +265,7 @@ func wrongKind(path string, t reflect.Type, tok json.Token) *schema.Error {
 			got = "an object"
 		}
 	}
-	return invalid("%s must be %s, not %s", fieldName(path), wantedKind(t, path), got)
+	return Invalid("%s must be %s, not %s", fieldName(path), wantedKind(t, path), got)
 }
 
 // badNumber describes the number n where a t is expected, or returns nil
@@ -284,11 +284,11 @@ func badNumber(path string, t reflect.Type, n string) *schema.Error {
 	case err == nil:
 		return nil
 	case errors.Is(err, strconv.ErrRange):
-		return invalid("%s is out of range: %s", fieldName(path), shorten(n))
+		return Invalid("%s is out of range: %s", fieldName(path), shorten(n))
 	case strings.ContainsAny(n, "eE") && !strings.Contains(n, "."):
-		return invalid("%s must be %s written without an exponent, not %s", fieldName(path), wantedKind(t, path), shorten(n))
+		return Invalid("%s must be %s written without an exponent, not %s", fieldName(path), wantedKind(t, path), shorten(n))
 	}
-	return invalid("%s must be %s, not %s", fieldName(path), wantedKind(t, path), shorten(n))
+	return Invalid("%s must be %s, not %s", fieldName(path), wantedKind(t, path), shorten(n))
 }
 
 // wantedKind says in JSON's words what a t at path holds; integers are

@@ -1,4 +1,4 @@
-package service
+package decode
 
 import (
 	"bytes"
@@ -36,54 +36,54 @@ func FuzzDecodeRequest(f *testing.F) {
 		switch ep {
 		case subjects.LeaseGrant:
 			var g *fsm.Grant
-			if g, e = dec.grant(data); e == nil {
+			if g, e = dec.Grant(data); e == nil {
 				if g.TTL < 1 || g.ID < 0 || g.ID > schema.MaxLeaseID || (g.Metadata != nil && g.Metadata[0] != '{') {
 					t.Fatalf("grant %+v from %q", g, data)
 				}
 				cmd = g
 			}
 		case subjects.LeaseKeepAlive:
-			cmd, e = dec.keepAlive(data)
+			cmd, e = dec.KeepAlive(data)
 		case subjects.LeaseKeepAliveMany:
-			cmd, e = dec.keepAliveMany(data)
+			cmd, e = dec.KeepAliveMany(data)
 		case subjects.KVChanges:
-			_, e = dec.changes(data)
+			_, e = dec.Changes(data)
 		case subjects.LeaseRevoke:
-			cmd, e = dec.revoke(data)
+			cmd, e = dec.Revoke(data)
 		case subjects.LeaseInfo:
-			_, e = dec.info(data)
+			_, e = dec.LeaseInfo(data)
 		case subjects.LeaseList:
-			_, e = dec.list(data)
+			_, e = dec.LeaseList(data)
 		case subjects.KVPut:
 			var p *fsm.Put
-			if p, _, e = dec.put(data); e == nil {
+			if p, _, e = dec.Put(data); e == nil {
 				if subjects.ValidateKey(p.Key, dec.maxKeyBytes) != nil || len(p.Value) == 0 || len(p.Value) > dec.maxValueBytes || (p.Lease != 0 && p.TTL != 0) {
 					t.Fatalf("put %+v from %q", p, data)
 				}
 				cmd = p
 			}
 		case subjects.KVGet:
-			_, e = dec.get(data)
+			_, e = dec.Get(data)
 		case subjects.KVHistory:
-			var h historyRequest
-			if h, e = dec.history(data); e == nil {
-				if h.q.Limit < 1 || h.q.Limit > schema.MaxHistoryLimit || h.q.From < 0 || h.q.To < 0 || h.q.After < 0 || (h.q.To != 0 && h.q.From > h.q.To) {
-					t.Fatalf("history %+v from %q", h.q, data)
+			var h HistoryRequest
+			if h, e = dec.History(data); e == nil {
+				if h.Query.Limit < 1 || h.Query.Limit > schema.MaxHistoryLimit || h.Query.From < 0 || h.Query.To < 0 || h.Query.After < 0 || (h.Query.To != 0 && h.Query.From > h.Query.To) {
+					t.Fatalf("history %+v from %q", h.Query, data)
 				}
 			}
 		case subjects.KVCompact:
 			var c *fsm.Compact
-			if c, e = dec.compact(data); e == nil {
+			if c, e = dec.Compact(data); e == nil {
 				if c.Revision < 1 {
 					t.Fatalf("compact %+v from %q", c, data)
 				}
 				cmd = c
 			}
 		case subjects.KVDelete:
-			cmd, _, e = dec.delete(data)
+			cmd, _, e = dec.Delete(data)
 		case subjects.KVTxn:
 			var txn *fsm.Txn
-			if txn, _, e = dec.txn(data); e == nil {
+			if txn, _, e = dec.Txn(data); e == nil {
 				if len(txn.Compare) > dec.maxTxnCompares || len(txn.Success) > dec.maxTxnOps || len(txn.Failure) > dec.maxTxnOps {
 					t.Fatalf("txn over its limits from %q", data)
 				}

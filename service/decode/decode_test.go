@@ -1,4 +1,4 @@
-package service
+package decode
 
 import (
 	"strings"
@@ -11,25 +11,17 @@ import (
 // and nothing else: each limit lets its boundary through and refuses one
 // beyond it. No Service, NATS or Raft is needed.
 func TestDecoderTakesItsLimitsFromTheConfig(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.MinTTL = 5
-	cfg.MaxKeyBytes = 8
-	cfg.MaxValueBytes = 16
-	cfg.MaxMetadataBytes = 16
-	cfg.MaxTxnCompares = 2
-	cfg.MaxTxnOps = 2
-	cfg.MaxTxnBytes = 300
-	cfg.fillDefaults()
-	d := newDecoder(cfg.decodeLimits(), 64<<10)
+	d := New(Limits{MinTTL: 5, MaxKeyBytes: 8, MaxValueBytes: 16, MaxMetadataBytes: 16,
+		MaxTxnCompares: 2, MaxTxnOps: 2, MaxTxnBytes: 300}, 64<<10)
 
-	grant := func(b []byte) *schema.Error { _, e := d.grant(b); return e }
-	keepAlive := func(b []byte) *schema.Error { _, e := d.keepAlive(b); return e }
-	put := func(b []byte) *schema.Error { _, _, e := d.put(b); return e }
-	get := func(b []byte) *schema.Error { _, e := d.get(b); return e }
-	txn := func(b []byte) *schema.Error { _, _, e := d.txn(b); return e }
-	changes := func(b []byte) *schema.Error { _, e := d.changes(b); return e }
-	history := func(b []byte) *schema.Error { _, e := d.history(b); return e }
-	compact := func(b []byte) *schema.Error { _, e := d.compact(b); return e }
+	grant := func(b []byte) *schema.Error { _, e := d.Grant(b); return e }
+	keepAlive := func(b []byte) *schema.Error { _, e := d.KeepAlive(b); return e }
+	put := func(b []byte) *schema.Error { _, _, e := d.Put(b); return e }
+	get := func(b []byte) *schema.Error { _, e := d.Get(b); return e }
+	txn := func(b []byte) *schema.Error { _, _, e := d.Txn(b); return e }
+	changes := func(b []byte) *schema.Error { _, e := d.Changes(b); return e }
+	history := func(b []byte) *schema.Error { _, e := d.History(b); return e }
+	compact := func(b []byte) *schema.Error { _, e := d.Compact(b); return e }
 	cases := []struct {
 		body string
 		fn   func([]byte) *schema.Error
@@ -89,11 +81,11 @@ func TestDecoderTakesItsLimitsFromTheConfig(t *testing.T) {
 
 	// A transaction's reads share what a reply may carry: the max payload
 	// less the headroom, split between its gets.
-	tx, _, e := d.txn([]byte(`{"success":[{"get":{"key":"a"}}],"failure":[{"get":{"key":"b"}}]}`))
+	tx, _, e := d.Txn([]byte(`{"success":[{"get":{"key":"a"}}],"failure":[{"get":{"key":"b"}}]}`))
 	if e != nil {
 		t.Fatal(e)
 	}
-	if want := (64<<10 - replyHeadroom) / 2; tx.Success[0].Get.MaxBytes != want || tx.Failure[0].Get.MaxBytes != want {
+	if want := (64<<10 - ReplyHeadroom) / 2; tx.Success[0].Get.MaxBytes != want || tx.Failure[0].Get.MaxBytes != want {
 		t.Errorf("each get may read %d and %d bytes, want %d", tx.Success[0].Get.MaxBytes, tx.Failure[0].Get.MaxBytes, want)
 	}
 }
@@ -105,39 +97,39 @@ func padTo(body string, n int) string { return body + strings.Repeat(" ", n-len(
 func TestDecoderFixedLimits(t *testing.T) {
 	d := testDecoder()
 	ids := func(n int) string { return `{"ids":[` + strings.TrimSuffix(strings.Repeat("1,", n), ",") + `]}` }
-	if _, e := d.keepAliveMany([]byte(ids(schema.MaxKeepAliveMany))); e != nil {
+	if _, e := d.KeepAliveMany([]byte(ids(schema.MaxKeepAliveMany))); e != nil {
 		t.Errorf("%d ids: %v", schema.MaxKeepAliveMany, e)
 	}
-	if _, e := d.keepAliveMany([]byte(ids(schema.MaxKeepAliveMany + 1))); e == nil {
+	if _, e := d.KeepAliveMany([]byte(ids(schema.MaxKeepAliveMany + 1))); e == nil {
 		t.Errorf("%d ids accepted", schema.MaxKeepAliveMany+1)
 	}
-	l, e := d.list([]byte(`{}`))
+	l, e := d.LeaseList([]byte(`{}`))
 	if e != nil || l.Limit != schema.DefaultListLimit {
 		t.Errorf("list without a limit: %+v, %v; want limit %d", l, e, schema.DefaultListLimit)
 	}
-	g, e := d.get([]byte(`{"prefix":""}`))
-	if e != nil || g.q.Limit != schema.DefaultListLimit {
-		t.Errorf("get without a limit: %+v, %v; want limit %d", g.q, e, schema.DefaultListLimit)
+	g, e := d.Get([]byte(`{"prefix":""}`))
+	if e != nil || g.Query.Limit != schema.DefaultListLimit {
+		t.Errorf("get without a limit: %+v, %v; want limit %d", g.Query, e, schema.DefaultListLimit)
 	}
-	h, e := d.history([]byte(`{"key":"a"}`))
-	if e != nil || h.q.Limit != schema.DefaultHistoryLimit {
-		t.Errorf("history without a limit: %+v, %v; want limit %d", h.q, e, schema.DefaultHistoryLimit)
+	h, e := d.History([]byte(`{"key":"a"}`))
+	if e != nil || h.Query.Limit != schema.DefaultHistoryLimit {
+		t.Errorf("history without a limit: %+v, %v; want limit %d", h.Query, e, schema.DefaultHistoryLimit)
 	}
-	c, e := d.changes([]byte(`{"prefix":"","after_revision":0}`))
+	c, e := d.Changes([]byte(`{"prefix":"","after_revision":0}`))
 	if e != nil || c.Limit != schema.DefaultChangesLimit {
 		t.Errorf("changes without a limit: %+v, %v; want limit %d", c, e, schema.DefaultChangesLimit)
 	}
-	tx, _, e := d.txn([]byte(`{"success":[{"get":{"prefix":""}},{"delete":{"prefix":""}}]}`))
+	tx, _, e := d.Txn([]byte(`{"success":[{"get":{"prefix":""}},{"delete":{"prefix":""}}]}`))
 	if e != nil || tx.Success[0].Get.Limit != schema.MaxTxnPrefixLimit || tx.Success[1].Delete.Limit != schema.MaxTxnPrefixLimit {
 		t.Errorf("a transaction's prefix get and delete without a limit: %v; want limit %d", e, schema.MaxTxnPrefixLimit)
 	}
-	if _, e := d.grant([]byte(`{"ttl":3153600000}`)); e != nil {
+	if _, e := d.Grant([]byte(`{"ttl":3153600000}`)); e != nil {
 		t.Errorf("the longest ttl: %v", e)
 	}
-	if _, e := d.revoke([]byte(`{"id":9007199254740991}`)); e != nil {
+	if _, e := d.Revoke([]byte(`{"id":9007199254740991}`)); e != nil {
 		t.Errorf("the largest lease id: %v", e)
 	}
-	if _, e := d.info([]byte(`{"id":9007199254740992}`)); e == nil {
+	if _, e := d.LeaseInfo([]byte(`{"id":9007199254740992}`)); e == nil {
 		t.Errorf("a lease id beyond the largest accepted")
 	}
 }

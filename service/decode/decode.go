@@ -1,4 +1,4 @@
-package service
+package decode
 
 import (
 	"bytes"
@@ -16,13 +16,13 @@ import (
 	"github.com/concord-io/concord/subjects"
 )
 
-// A decoder turns a request body into an fsm command or a read query,
+// A Decoder turns a request body into an fsm command or a read query,
 // checking everything that does not depend on state, under the limits of a
 // node's configuration (the fixed ones are in schema/limits.go). It never
 // touches Raft, so bad input is answered with 400/413 and changes nothing.
-// It does not change after newDecoder and is safe for concurrent use. Every
-// request decoder is a method, whether or not it reads a limit.
-type decoder struct {
+// It does not change after New and is safe for concurrent use. Every
+// request Decoder is a method, whether or not it reads a limit.
+type Decoder struct {
 	minTTL           int64
 	maxKeyBytes      int
 	maxValueBytes    int
@@ -31,27 +31,27 @@ type decoder struct {
 	maxTxnOps        int
 	maxTxnBytes      int
 	// replyBytes is what a reply may carry: the connection's max payload
-	// less replyHeadroom. A transaction's reads share it.
+	// less ReplyHeadroom. A transaction's reads share it.
 	replyBytes int
 }
 
-// replyHeadroom is kept free below the connection's max payload for the
+// ReplyHeadroom is kept free below the connection's max payload for the
 // reply's envelope and headers.
-const replyHeadroom = 16 << 10
+const ReplyHeadroom = 16 << 10
 
-// decodeLimits are the configured limits a decoder checks requests
+// Limits are the configured limits a decoder checks requests
 // against, as a value: the decoder needs nothing else of the node's
-// configuration (Config.decodeLimits).
-type decodeLimits struct {
+// configuration.
+type Limits struct {
 	MinTTL                                       int64 // seconds
 	MaxKeyBytes, MaxValueBytes, MaxMetadataBytes int
 	MaxTxnCompares, MaxTxnOps, MaxTxnBytes       int
 }
 
-// newDecoder returns the decoder of limits for a connection whose max
+// New returns the decoder of limits for a connection whose max
 // payload is maxPayload.
-func newDecoder(limits decodeLimits, maxPayload int64) decoder {
-	return decoder{
+func New(limits Limits, maxPayload int64) Decoder {
+	return Decoder{
 		minTTL:           limits.MinTTL,
 		maxKeyBytes:      limits.MaxKeyBytes,
 		maxValueBytes:    limits.MaxValueBytes,
@@ -59,50 +59,54 @@ func newDecoder(limits decodeLimits, maxPayload int64) decoder {
 		maxTxnCompares:   limits.MaxTxnCompares,
 		maxTxnOps:        limits.MaxTxnOps,
 		maxTxnBytes:      limits.MaxTxnBytes,
-		replyBytes:       int(maxPayload) - replyHeadroom,
+		replyBytes:       int(maxPayload) - ReplyHeadroom,
 	}
 }
 
-// requestDeadline reads the request's deadline (schema.HeaderDeadline),
+// ReplyBytes is what a reply may carry: the connection's max payload less
+// ReplyHeadroom.
+func (d *Decoder) ReplyBytes() int { return d.replyBytes }
+
+// Deadline reads the request's deadline (schema.HeaderDeadline),
 // the zero time for none, and refuses a request whose deadline has passed
 // at now: its requester is gone, and a write that starts after it would
 // turn an outcome the requester may have been told is unknown into one it
 // never learns of. A backlog that built up while the node was paused, or
 // behind a link that was down, is shed rather than applied.
-func requestDeadline(m *nats.Msg, now time.Time) (time.Time, *schema.Error) {
+func Deadline(m *nats.Msg, now time.Time) (time.Time, *schema.Error) {
 	if m.Header == nil {
 		return time.Time{}, nil
 	}
 	d, err := schema.ParseDeadline(m.Header.Get(schema.HeaderDeadline))
 	if err != nil {
-		return time.Time{}, invalid("%v", err)
+		return time.Time{}, Invalid("%v", err)
 	}
 	if !d.IsZero() && now.After(d) {
-		return d, deadlinePassed(now.Sub(d))
+		return d, DeadlinePassed(now.Sub(d))
 	}
 	return d, nil
 }
 
-// deadlinePassed is the reply to a request not started because its
+// DeadlinePassed is the reply to a request not started because its
 // deadline passed late ago.
-func deadlinePassed(late time.Duration) *schema.Error {
+func DeadlinePassed(late time.Duration) *schema.Error {
 	return schema.Errorf(schema.ErrUnavailable, "the request's deadline (%s header) passed %s ago by this node's clock, before the node could start it; nothing was changed. "+
 		"If its requester did not give up that long ago, this node's clock runs ahead of the requester's", schema.HeaderDeadline, late.Round(time.Millisecond))
 }
 
-func invalid(format string, args ...any) *schema.Error {
+func Invalid(format string, args ...any) *schema.Error {
 	return schema.Errorf(schema.ErrInvalidRequest, format, args...)
 }
 
-// decodeStrict decodes one JSON object into v, rejecting unknown fields,
+// Strict decodes one JSON object into v, rejecting unknown fields,
 // wrong types and trailing data, with a description that names the field.
-func decodeStrict(data []byte, v any) *schema.Error {
+func Strict(data []byte, v any) *schema.Error {
 	trimmed := bytes.TrimLeft(data, " \t\r\n")
 	if len(trimmed) == 0 {
-		return invalid("the request body is empty; send a JSON object")
+		return Invalid("the request body is empty; send a JSON object")
 	}
 	if trimmed[0] != '{' {
-		return invalid("the request body must be a JSON object, not %s", jsonKind(trimmed))
+		return Invalid("the request body must be a JSON object, not %s", jsonKind(trimmed))
 	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	dec.DisallowUnknownFields()
@@ -110,7 +114,7 @@ func decodeStrict(data []byte, v any) *schema.Error {
 		return describeJSONError(trimmed, len(data)-len(trimmed), v, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return invalid("the request body must hold one JSON object and nothing after it")
+		return Invalid("the request body must hold one JSON object and nothing after it")
 	}
 	return nil
 }
@@ -161,12 +165,12 @@ func hasMember(data []byte, name string) bool {
 func keyInvalid(field string, err error) *schema.Error {
 	var ke *subjects.KeyError
 	if errors.As(err, &ke) {
-		return invalid("%s %s", field, ke.Rule)
+		return Invalid("%s %s", field, ke.Rule)
 	}
-	return invalid("%s is not a valid key: %v", field, err)
+	return Invalid("%s is not a valid key: %v", field, err)
 }
 
-func (d *decoder) checkKey(field, key string) *schema.Error {
+func (d *Decoder) checkKey(field, key string) *schema.Error {
 	if err := subjects.ValidateKey(key, d.maxKeyBytes); err != nil {
 		return keyInvalid(field, err)
 	}
@@ -176,7 +180,7 @@ func (d *decoder) checkKey(field, key string) *schema.Error {
 // checkLeaseID checks a lease id that is required: 0 means it is missing.
 func checkLeaseID(field string, id int64) *schema.Error {
 	if id == 0 {
-		return invalid("%s is required: a lease id from 1 to %d", field, int64(schema.MaxLeaseID))
+		return Invalid("%s is required: a lease id from 1 to %d", field, int64(schema.MaxLeaseID))
 	}
 	return checkLeaseIDRange(field, id)
 }
@@ -184,17 +188,17 @@ func checkLeaseID(field string, id int64) *schema.Error {
 // checkLeaseIDRange checks that a given lease id is one a lease can have.
 func checkLeaseIDRange(field string, id int64) *schema.Error {
 	if id < 1 || id > schema.MaxLeaseID {
-		return invalid("%s must be a lease id from 1 to %d, not %d", field, int64(schema.MaxLeaseID), id)
+		return Invalid("%s must be a lease id from 1 to %d, not %d", field, int64(schema.MaxLeaseID), id)
 	}
 	return nil
 }
 
-func (d *decoder) checkTTL(field string, ttl int64) *schema.Error {
+func (d *Decoder) checkTTL(field string, ttl int64) *schema.Error {
 	switch {
 	case ttl < d.minTTL:
-		return invalid("%s must be at least %s, not %d", field, seconds(d.minTTL), ttl)
+		return Invalid("%s must be at least %s, not %d", field, seconds(d.minTTL), ttl)
 	case ttl > schema.MaxTTL:
-		return invalid("%s must be at most %s (100 years), not %d", field, seconds(schema.MaxTTL), ttl)
+		return Invalid("%s must be at most %s (100 years), not %d", field, seconds(schema.MaxTTL), ttl)
 	}
 	return nil
 }
@@ -223,18 +227,18 @@ func compactJSON(raw json.RawMessage) json.RawMessage {
 	return buf.Bytes()
 }
 
-func (d *decoder) grant(data []byte) (*fsm.Grant, *schema.Error) {
+func (d *Decoder) Grant(data []byte) (*fsm.Grant, *schema.Error) {
 	var req schema.LeaseGrantRequest
 	hasTTL := true
 	if f, ok := decodeIntObject(data, "ttl", "id"); ok {
 		req.TTL, req.ID, hasTTL = f.val[0], f.val[1], f.present[0]
-	} else if e := decodeStrict(data, &req); e != nil {
+	} else if e := Strict(data, &req); e != nil {
 		return nil, e
 	} else {
 		hasTTL = req.TTL != 0 || hasMember(data, "ttl")
 	}
 	if !hasTTL {
-		return nil, invalid("ttl is required: the lease's time to live in whole seconds, at least %s", seconds(d.minTTL))
+		return nil, Invalid("ttl is required: the lease's time to live in whole seconds, at least %s", seconds(d.minTTL))
 	}
 	if e := d.checkTTL("ttl", req.TTL); e != nil {
 		return nil, e
@@ -248,7 +252,7 @@ func (d *decoder) grant(data []byte) (*fsm.Grant, *schema.Error) {
 	if len(req.Metadata) > 0 && !bytes.Equal(req.Metadata, []byte("null")) {
 		md := compactJSON(req.Metadata)
 		if md[0] != '{' {
-			return nil, invalid("metadata must be a JSON object, not %s", jsonKind(md))
+			return nil, Invalid("metadata must be a JSON object, not %s", jsonKind(md))
 		}
 		if len(md) > d.maxMetadataBytes {
 			return nil, tooLarge("metadata", len(md), d.maxMetadataBytes)
@@ -258,14 +262,14 @@ func (d *decoder) grant(data []byte) (*fsm.Grant, *schema.Error) {
 	return g, nil
 }
 
-func (d *decoder) keepAlive(data []byte) (*fsm.KeepAlive, *schema.Error) {
+func (d *Decoder) KeepAlive(data []byte) (*fsm.KeepAlive, *schema.Error) {
 	var req schema.LeaseKeepAliveRequest
 	if f, ok := decodeIntObject(data, "id", "ttl"); ok {
 		req.ID = f.val[0]
 		if f.present[1] {
 			req.TTL = &f.val[1]
 		}
-	} else if e := decodeStrict(data, &req); e != nil {
+	} else if e := Strict(data, &req); e != nil {
 		return nil, e
 	}
 	if e := checkLeaseID("id", req.ID); e != nil {
@@ -281,16 +285,16 @@ func (d *decoder) keepAlive(data []byte) (*fsm.KeepAlive, *schema.Error) {
 	return k, nil
 }
 
-func (d *decoder) keepAliveMany(data []byte) (*fsm.KeepAliveMany, *schema.Error) {
+func (d *Decoder) KeepAliveMany(data []byte) (*fsm.KeepAliveMany, *schema.Error) {
 	var req schema.LeaseKeepAliveManyRequest
-	if e := decodeStrict(data, &req); e != nil {
+	if e := Strict(data, &req); e != nil {
 		return nil, e
 	}
 	switch {
 	case len(req.IDs) == 0:
-		return nil, invalid("ids is required: a list of 1 to %d lease ids", schema.MaxKeepAliveMany)
+		return nil, Invalid("ids is required: a list of 1 to %d lease ids", schema.MaxKeepAliveMany)
 	case len(req.IDs) > schema.MaxKeepAliveMany:
-		return nil, invalid("ids lists %d lease ids, more than the %d one request may renew", len(req.IDs), schema.MaxKeepAliveMany)
+		return nil, Invalid("ids lists %d lease ids, more than the %d one request may renew", len(req.IDs), schema.MaxKeepAliveMany)
 	}
 	for i, id := range req.IDs {
 		if e := checkLeaseIDRange(fmt.Sprintf("ids[%d]", i), id); e != nil {
@@ -300,9 +304,9 @@ func (d *decoder) keepAliveMany(data []byte) (*fsm.KeepAliveMany, *schema.Error)
 	return &fsm.KeepAliveMany{IDs: req.IDs}, nil
 }
 
-func (d *decoder) changes(data []byte) (fsm.ChangesQuery, *schema.Error) {
+func (d *Decoder) Changes(data []byte) (fsm.ChangesQuery, *schema.Error) {
 	var req schema.KVChangesRequest
-	if e := decodeStrict(data, &req); e != nil {
+	if e := Strict(data, &req); e != nil {
 		return fsm.ChangesQuery{}, e
 	}
 	sel, e := d.selection(req.Key, req.Prefix, req.RangeStart, req.RangeEnd)
@@ -311,12 +315,12 @@ func (d *decoder) changes(data []byte) (fsm.ChangesQuery, *schema.Error) {
 	}
 	key, isPrefix := sel.key, sel.isPrefix
 	if req.AfterRevision < 0 {
-		return fsm.ChangesQuery{}, invalid("after_revision must be 0 or more, not %d", req.AfterRevision)
+		return fsm.ChangesQuery{}, Invalid("after_revision must be 0 or more, not %d", req.AfterRevision)
 	}
 	q := fsm.ChangesQuery{Key: key, IsPrefix: isPrefix, IsRange: sel.isRange, RangeEnd: sel.rangeEnd, AfterRevision: req.AfterRevision, AfterOpIndex: -1, Limit: req.Limit}
 	if req.AfterOpIndex != nil {
 		if *req.AfterOpIndex < -1 {
-			return fsm.ChangesQuery{}, invalid("after_op_index must be -1 or more, not %d", *req.AfterOpIndex)
+			return fsm.ChangesQuery{}, Invalid("after_op_index must be -1 or more, not %d", *req.AfterOpIndex)
 		}
 		q.AfterOpIndex = *req.AfterOpIndex
 	}
@@ -324,14 +328,14 @@ func (d *decoder) changes(data []byte) (fsm.ChangesQuery, *schema.Error) {
 	case q.Limit == 0:
 		q.Limit = schema.DefaultChangesLimit
 	case q.Limit < 0 || q.Limit > schema.MaxChangesLimit:
-		return fsm.ChangesQuery{}, invalid("limit must be from 1 to %d, not %d", schema.MaxChangesLimit, q.Limit)
+		return fsm.ChangesQuery{}, Invalid("limit must be from 1 to %d, not %d", schema.MaxChangesLimit, q.Limit)
 	}
 	return q, nil
 }
 
-func (d *decoder) revoke(data []byte) (*fsm.Revoke, *schema.Error) {
+func (d *Decoder) Revoke(data []byte) (*fsm.Revoke, *schema.Error) {
 	var req schema.LeaseRevokeRequest
-	if e := decodeStrict(data, &req); e != nil {
+	if e := Strict(data, &req); e != nil {
 		return nil, e
 	}
 	if e := checkLeaseID("id", req.ID); e != nil {
@@ -340,9 +344,9 @@ func (d *decoder) revoke(data []byte) (*fsm.Revoke, *schema.Error) {
 	return &fsm.Revoke{ID: req.ID}, nil
 }
 
-func (d *decoder) info(data []byte) (*schema.LeaseInfoRequest, *schema.Error) {
+func (d *Decoder) LeaseInfo(data []byte) (*schema.LeaseInfoRequest, *schema.Error) {
 	var req schema.LeaseInfoRequest
-	if e := decodeStrict(data, &req); e != nil {
+	if e := Strict(data, &req); e != nil {
 		return nil, e
 	}
 	if e := checkLeaseID("id", req.ID); e != nil {
@@ -351,13 +355,13 @@ func (d *decoder) info(data []byte) (*schema.LeaseInfoRequest, *schema.Error) {
 	return &req, nil
 }
 
-func (d *decoder) list(data []byte) (*schema.LeaseListRequest, *schema.Error) {
+func (d *Decoder) LeaseList(data []byte) (*schema.LeaseListRequest, *schema.Error) {
 	var req schema.LeaseListRequest
-	if e := decodeStrict(data, &req); e != nil {
+	if e := Strict(data, &req); e != nil {
 		return nil, e
 	}
 	if req.After < 0 {
-		return nil, invalid("after must be a lease id, 0 or more, not %d", req.After)
+		return nil, Invalid("after must be a lease id, 0 or more, not %d", req.After)
 	}
 	limit, e := checkLimit("", req.Limit, schema.MaxListLimit)
 	if e != nil {
@@ -373,16 +377,16 @@ func checkLimit(at string, limit, max int) (int, *schema.Error) {
 	case limit == 0:
 		return min(schema.DefaultListLimit, max), nil
 	case limit < 0 || limit > max:
-		return 0, invalid("%slimit must be from 1 to %d, not %d", at, max, limit)
+		return 0, Invalid("%slimit must be from 1 to %d, not %d", at, max, limit)
 	}
 	return limit, nil
 }
 
-func (d *decoder) put(data []byte) (*fsm.Put, string, *schema.Error) {
+func (d *Decoder) Put(data []byte) (*fsm.Put, string, *schema.Error) {
 	var req schema.KVPutRequest
 	if !decodePutFast(data, &req) {
 		req = schema.KVPutRequest{}
-		if e := decodeStrict(data, &req); e != nil {
+		if e := Strict(data, &req); e != nil {
 			return nil, "", e
 		}
 	}
@@ -399,18 +403,18 @@ func (d *decoder) put(data []byte) (*fsm.Put, string, *schema.Error) {
 // reads as none).
 func checkPutExtra(at string, p *fsm.Put, contentType string, metadata json.RawMessage) *schema.Error {
 	if len(contentType) > schema.MaxContentTypeBytes {
-		return invalid("%scontent_type is %d bytes long, more than the %d allowed", at, len(contentType), schema.MaxContentTypeBytes)
+		return Invalid("%scontent_type is %d bytes long, more than the %d allowed", at, len(contentType), schema.MaxContentTypeBytes)
 	}
 	for i := 0; i < len(contentType); i++ {
 		if c := contentType[i]; c < 0x20 || c > 0x7e {
-			return invalid("%scontent_type must be printable ASCII (such as application/json), without control characters", at)
+			return Invalid("%scontent_type must be printable ASCII (such as application/json), without control characters", at)
 		}
 	}
 	p.ContentType = contentType
 	if len(metadata) > 0 && !bytes.Equal(metadata, []byte("null")) {
 		md := compactJSON(metadata)
 		if md[0] != '{' {
-			return invalid("%smetadata must be a JSON object, not %s", at, jsonKind(md))
+			return Invalid("%smetadata must be a JSON object, not %s", at, jsonKind(md))
 		}
 		if len(md) > schema.MaxPutMetadataBytes {
 			return tooLarge(at+"metadata", len(md), schema.MaxPutMetadataBytes)
@@ -422,23 +426,23 @@ func checkPutExtra(at string, p *fsm.Put, contentType string, metadata json.RawM
 
 // buildPut checks a put's fields; at prefixes the field names in error
 // descriptions (inside a transaction it says which operation).
-func (d *decoder) buildPut(at, key string, value json.RawMessage, lease, ttl *int64, prevKV bool) (*fsm.Put, *schema.Error) {
+func (d *Decoder) buildPut(at, key string, value json.RawMessage, lease, ttl *int64, prevKV bool) (*fsm.Put, *schema.Error) {
 	if e := d.checkKey(at+"key", key); e != nil {
 		return nil, e
 	}
 	if len(value) == 0 {
-		return nil, invalid("%svalue is required: any JSON value, null included", at)
+		return nil, Invalid("%svalue is required: any JSON value, null included", at)
 	}
 	p := &fsm.Put{Key: key, Value: compactJSON(value), PrevKV: prevKV}
 	if len(p.Value) > d.maxValueBytes {
 		return nil, tooLarge(at+"value", len(p.Value), d.maxValueBytes)
 	}
 	if lease != nil && ttl != nil {
-		return nil, invalid("%slease and %sttl cannot both be given: give one or the other", at, at)
+		return nil, Invalid("%slease and %sttl cannot both be given: give one or the other", at, at)
 	}
 	if lease != nil && *lease != 0 {
 		if *lease < 0 || *lease > schema.MaxLeaseID {
-			return nil, invalid("%slease must be a lease id from 1 to %d (or 0 for none), not %d", at, int64(schema.MaxLeaseID), *lease)
+			return nil, Invalid("%slease must be a lease id from 1 to %d (or 0 for none), not %d", at, int64(schema.MaxLeaseID), *lease)
 		}
 		p.Lease = *lease
 	}
@@ -462,16 +466,16 @@ type selection struct {
 
 // selection checks that exactly one of key, prefix and range_start is
 // given, and a range_end only with range_start, after it.
-func (d *decoder) selection(key, prefix, rangeStart, rangeEnd *string) (selection, *schema.Error) {
+func (d *Decoder) selection(key, prefix, rangeStart, rangeEnd *string) (selection, *schema.Error) {
 	if rangeStart == nil {
 		if rangeEnd != nil {
-			return selection{}, invalid("range_end needs range_start: a range is [range_start, range_end)")
+			return selection{}, Invalid("range_end needs range_start: a range is [range_start, range_end)")
 		}
 		k, isPrefix, e := d.keyOrPrefix("", key, prefix)
 		return selection{key: k, isPrefix: isPrefix}, e
 	}
 	if key != nil || prefix != nil {
-		return selection{}, invalid("give one of key, prefix and range_start, not several")
+		return selection{}, Invalid("give one of key, prefix and range_start, not several")
 	}
 	if e := d.checkRangeBound("range_start", *rangeStart); e != nil {
 		return selection{}, e
@@ -482,7 +486,7 @@ func (d *decoder) selection(key, prefix, rangeStart, rangeEnd *string) (selectio
 			return selection{}, e
 		}
 		if *rangeEnd <= *rangeStart {
-			return selection{}, invalid("range_end %q must sort after range_start %q (byte-wise); leave range_end out to read to the end of the keyspace", shorten(*rangeEnd), shorten(*rangeStart))
+			return selection{}, Invalid("range_end %q must sort after range_start %q (byte-wise); leave range_end out to read to the end of the keyspace", shorten(*rangeEnd), shorten(*rangeStart))
 		}
 		sel.rangeEnd = *rangeEnd
 	}
@@ -492,23 +496,23 @@ func (d *decoder) selection(key, prefix, rangeStart, rangeEnd *string) (selectio
 // checkRangeBound checks one end of a range: printable ASCII without
 // spaces, at most the longest key. A bound need not be a key: "svc/" ends
 // the range of every key under "svc.".
-func (d *decoder) checkRangeBound(field, b string) *schema.Error {
+func (d *Decoder) checkRangeBound(field, b string) *schema.Error {
 	if len(b) > d.maxKeyBytes {
-		return invalid("%s is %d bytes long, more than the %d allowed", field, len(b), d.maxKeyBytes)
+		return Invalid("%s is %d bytes long, more than the %d allowed", field, len(b), d.maxKeyBytes)
 	}
 	for i := 0; i < len(b); i++ {
 		if b[i] < 0x21 || b[i] > 0x7e {
-			return invalid("%s must be printable ASCII without spaces (0x21-0x7E)", field)
+			return Invalid("%s must be printable ASCII without spaces (0x21-0x7E)", field)
 		}
 	}
 	return nil
 }
 
 // keyOrPrefix checks that exactly one of key and prefix is given.
-func (d *decoder) keyOrPrefix(at string, key, prefix *string) (string, bool, *schema.Error) {
+func (d *Decoder) keyOrPrefix(at string, key, prefix *string) (string, bool, *schema.Error) {
 	switch {
 	case key != nil && prefix != nil:
-		return "", false, invalid("%skey and %sprefix cannot both be given: give one of them", at, at)
+		return "", false, Invalid("%skey and %sprefix cannot both be given: give one of them", at, at)
 	case key != nil:
 		return *key, false, d.checkKey(at+"key", *key)
 	case prefix != nil:
@@ -517,25 +521,25 @@ func (d *decoder) keyOrPrefix(at string, key, prefix *string) (string, bool, *sc
 		}
 		return *prefix, true, nil
 	}
-	return "", false, invalid("%skey or %sprefix is required (prefix \"\" means every key)", at, at)
+	return "", false, Invalid("%skey or %sprefix is required (prefix \"\" means every key)", at, at)
 }
 
-// getRequest is a decoded kv.get: the query, the revision it reads at (0:
+// GetRequest is a decoded kv.get: the query, the revision it reads at (0:
 // the present) and whether it may be served locally.
-type getRequest struct {
-	q            fsm.GetQuery
-	revision     int64
-	serializable bool
+type GetRequest struct {
+	Query        fsm.GetQuery
+	Revision     int64
+	Serializable bool
 }
 
-func (d *decoder) get(data []byte) (getRequest, *schema.Error) {
+func (d *Decoder) Get(data []byte) (GetRequest, *schema.Error) {
 	var req schema.KVGetRequest
-	if e := decodeStrict(data, &req); e != nil {
-		return getRequest{}, e
+	if e := Strict(data, &req); e != nil {
+		return GetRequest{}, e
 	}
 	sel, e := d.selection(req.Key, req.Prefix, req.RangeStart, req.RangeEnd)
 	if e != nil {
-		return getRequest{}, e
+		return GetRequest{}, e
 	}
 	var q fsm.GetQuery
 	if sel.isRange {
@@ -547,57 +551,57 @@ func (d *decoder) get(data []byte) (getRequest, *schema.Error) {
 		q, e = d.buildGet("", req.Key, req.Prefix, req.Limit, req.After, req.KeysOnly, req.CountOnly, schema.MaxListLimit)
 	}
 	if e != nil {
-		return getRequest{}, e
+		return GetRequest{}, e
 	}
 	if e := checkRevision("revision", req.Revision); e != nil {
-		return getRequest{}, e
+		return GetRequest{}, e
 	}
-	return getRequest{q: q, revision: req.Revision, serializable: req.Serializable}, nil
+	return GetRequest{Query: q, Revision: req.Revision, Serializable: req.Serializable}, nil
 }
 
-// historyRequest is a decoded kv.history.
-type historyRequest struct {
-	q            fsm.HistoryQuery
-	serializable bool
+// HistoryRequest is a decoded kv.history.
+type HistoryRequest struct {
+	Query        fsm.HistoryQuery
+	Serializable bool
 }
 
-func (d *decoder) history(data []byte) (historyRequest, *schema.Error) {
+func (d *Decoder) History(data []byte) (HistoryRequest, *schema.Error) {
 	var req schema.KVHistoryRequest
-	if e := decodeStrict(data, &req); e != nil {
-		return historyRequest{}, e
+	if e := Strict(data, &req); e != nil {
+		return HistoryRequest{}, e
 	}
 	if err := subjects.ValidateKey(req.Key, d.maxKeyBytes); err != nil {
-		return historyRequest{}, keyInvalid("key", err)
+		return HistoryRequest{}, keyInvalid("key", err)
 	}
 	for _, f := range []struct {
 		name string
 		v    int64
 	}{{"from_revision", req.FromRevision}, {"to_revision", req.ToRevision}, {"after_revision", req.AfterRevision}} {
 		if e := checkRevision(f.name, f.v); e != nil {
-			return historyRequest{}, e
+			return HistoryRequest{}, e
 		}
 	}
 	if req.ToRevision != 0 && req.FromRevision > req.ToRevision {
-		return historyRequest{}, invalid("from_revision %d is after to_revision %d", req.FromRevision, req.ToRevision)
+		return HistoryRequest{}, Invalid("from_revision %d is after to_revision %d", req.FromRevision, req.ToRevision)
 	}
 	limit := req.Limit
 	switch {
 	case limit == 0:
 		limit = schema.DefaultHistoryLimit
 	case limit < 0 || limit > schema.MaxHistoryLimit:
-		return historyRequest{}, invalid("limit must be from 1 to %d, not %d", schema.MaxHistoryLimit, limit)
+		return HistoryRequest{}, Invalid("limit must be from 1 to %d, not %d", schema.MaxHistoryLimit, limit)
 	}
-	return historyRequest{q: fsm.HistoryQuery{Key: req.Key, From: req.FromRevision, To: req.ToRevision, After: req.AfterRevision,
-		NewestFirst: req.NewestFirst, Limit: limit}, serializable: req.Serializable}, nil
+	return HistoryRequest{Query: fsm.HistoryQuery{Key: req.Key, From: req.FromRevision, To: req.ToRevision, After: req.AfterRevision,
+		NewestFirst: req.NewestFirst, Limit: limit}, Serializable: req.Serializable}, nil
 }
 
-func (d *decoder) compact(data []byte) (*fsm.Compact, *schema.Error) {
+func (d *Decoder) Compact(data []byte) (*fsm.Compact, *schema.Error) {
 	var req schema.KVCompactRequest
-	if e := decodeStrict(data, &req); e != nil {
+	if e := Strict(data, &req); e != nil {
 		return nil, e
 	}
 	if req.Revision < 1 {
-		return nil, invalid("revision must be 1 or more, not %d", req.Revision)
+		return nil, Invalid("revision must be 1 or more, not %d", req.Revision)
 	}
 	if e := checkRevision("revision", req.Revision); e != nil {
 		return nil, e
@@ -609,18 +613,18 @@ func (d *decoder) compact(data []byte) (*fsm.Compact, *schema.Error) {
 // JSON numbers carry exactly; 0 is left to the caller's meaning.
 func checkRevision(field string, rev int64) *schema.Error {
 	if rev < 0 || rev > schema.MaxRevision {
-		return invalid("%s must be from 0 to %d, not %d", field, int64(schema.MaxRevision), rev)
+		return Invalid("%s must be from 0 to %d, not %d", field, int64(schema.MaxRevision), rev)
 	}
 	return nil
 }
 
-func (d *decoder) buildGet(at string, key, prefix *string, limit int, after string, keysOnly, countOnly bool, maxLimit int) (fsm.GetQuery, *schema.Error) {
+func (d *Decoder) buildGet(at string, key, prefix *string, limit int, after string, keysOnly, countOnly bool, maxLimit int) (fsm.GetQuery, *schema.Error) {
 	k, isPrefix, e := d.keyOrPrefix(at, key, prefix)
 	if e != nil {
 		return fsm.GetQuery{}, e
 	}
 	if after != "" && !isPrefix {
-		return fsm.GetQuery{}, invalid("%safter applies only to a read by prefix, not by key", at)
+		return fsm.GetQuery{}, Invalid("%safter applies only to a read by prefix, not by key", at)
 	}
 	limit, e = checkLimit(at, limit, maxLimit)
 	if e != nil {
@@ -629,9 +633,9 @@ func (d *decoder) buildGet(at string, key, prefix *string, limit int, after stri
 	return fsm.GetQuery{Key: k, IsPrefix: isPrefix, After: after, Limit: limit, KeysOnly: keysOnly, CountOnly: countOnly}, nil
 }
 
-func (d *decoder) delete(data []byte) (*fsm.Delete, string, *schema.Error) {
+func (d *Decoder) Delete(data []byte) (*fsm.Delete, string, *schema.Error) {
 	var req schema.KVDeleteRequest
-	if e := decodeStrict(data, &req); e != nil {
+	if e := Strict(data, &req); e != nil {
 		return nil, "", e
 	}
 	sel, e := d.selection(req.Key, req.Prefix, req.RangeStart, req.RangeEnd)

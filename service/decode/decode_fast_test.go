@@ -1,4 +1,4 @@
-package service
+package decode
 
 import (
 	"reflect"
@@ -24,7 +24,7 @@ var fastDecodeSeeds = []string{
 	`{"key":"a","value":{"x":1}}}`, `{"key":"a","value":]`, `{"key":"a","value":"a\`, "{\"key\":\"a\",\"value\":\"\t\"}", "{\"key\":\"a\",\"value\":\"\xff\"}",
 }
 
-// FuzzFastDecode checks that every body the fast path takes, decodeStrict
+// FuzzFastDecode checks that every body the fast path takes, Strict
 // takes too, with the same values: the fast path may only say less.
 func FuzzFastDecode(f *testing.F) {
 	for _, s := range fastDecodeSeeds {
@@ -58,7 +58,7 @@ func TestFastDecodeAgreesWithStrict(t *testing.T) {
 	}
 }
 
-// checkFastDecode compares the fast path with decodeStrict on data, as a
+// checkFastDecode compares the fast path with Strict on data, as a
 // keep-alive and as a grant, and reports whether the fast path took it.
 func checkFastDecode(t *testing.T, data []byte) bool {
 	t.Helper()
@@ -66,8 +66,8 @@ func checkFastDecode(t *testing.T, data []byte) bool {
 	if f, ok := decodeIntObject(data, "id", "ttl"); ok {
 		took = true
 		var req schema.LeaseKeepAliveRequest
-		if e := decodeStrict(data, &req); e != nil {
-			t.Fatalf("%q: fast path took it, decodeStrict refused: %v", data, e)
+		if e := Strict(data, &req); e != nil {
+			t.Fatalf("%q: fast path took it, Strict refused: %v", data, e)
 		}
 		if req.ID != f.val[0] || (req.TTL != nil) != f.present[1] || req.TTL != nil && *req.TTL != f.val[1] {
 			t.Fatalf("%q: fast %+v, strict %+v", data, f, req)
@@ -79,8 +79,8 @@ func checkFastDecode(t *testing.T, data []byte) bool {
 	if f, ok := decodeIntObject(data, "ttl", "id"); ok {
 		took = true
 		var req schema.LeaseGrantRequest
-		if e := decodeStrict(data, &req); e != nil {
-			t.Fatalf("%q: fast path took it, decodeStrict refused: %v", data, e)
+		if e := Strict(data, &req); e != nil {
+			t.Fatalf("%q: fast path took it, Strict refused: %v", data, e)
 		}
 		if req.TTL != f.val[0] || req.ID != f.val[1] || hasMember(data, "ttl") != f.present[0] {
 			t.Fatalf("%q: fast %+v, strict %+v", data, f, req)
@@ -90,8 +90,8 @@ func checkFastDecode(t *testing.T, data []byte) bool {
 	if decodePutFast(data, &fast) {
 		took = true
 		var strict schema.KVPutRequest
-		if e := decodeStrict(data, &strict); e != nil {
-			t.Fatalf("%q: the put fast path took it, decodeStrict refused: %v", data, e)
+		if e := Strict(data, &strict); e != nil {
+			t.Fatalf("%q: the put fast path took it, Strict refused: %v", data, e)
 		}
 		if !reflect.DeepEqual(fast, strict) {
 			t.Fatalf("%q: fast %+v, strict %+v", data, fast, strict)

@@ -1,4 +1,4 @@
-package service
+package decode
 
 import (
 	"bufio"
@@ -28,43 +28,43 @@ type verdictExample struct {
 // Raft: the endpoint's decoder and, for the requests that carry one, the
 // body's idempotency key. It returns nil when the request would be
 // proposed (or read).
-func acceptedBeforeRaft(d *decoder, ep subjects.Endpoint, body []byte) *schema.Error {
+func acceptedBeforeRaft(d *Decoder, ep subjects.Endpoint, body []byte) *schema.Error {
 	var key string
 	var e *schema.Error
 	switch ep {
 	case subjects.LeaseGrant:
-		_, e = d.grant(body)
+		_, e = d.Grant(body)
 	case subjects.LeaseKeepAlive:
-		_, e = d.keepAlive(body)
+		_, e = d.KeepAlive(body)
 	case subjects.LeaseKeepAliveMany:
-		_, e = d.keepAliveMany(body)
+		_, e = d.KeepAliveMany(body)
 	case subjects.LeaseRevoke:
-		_, e = d.revoke(body)
+		_, e = d.Revoke(body)
 	case subjects.LeaseInfo:
-		_, e = d.info(body)
+		_, e = d.LeaseInfo(body)
 	case subjects.LeaseList:
-		_, e = d.list(body)
+		_, e = d.LeaseList(body)
 	case subjects.KVPut:
-		_, key, e = d.put(body)
+		_, key, e = d.Put(body)
 	case subjects.KVGet:
-		_, e = d.get(body)
+		_, e = d.Get(body)
 	case subjects.KVHistory:
-		_, e = d.history(body)
+		_, e = d.History(body)
 	case subjects.KVCompact:
-		_, e = d.compact(body)
+		_, e = d.Compact(body)
 	case subjects.KVDelete:
-		_, key, e = d.delete(body)
+		_, key, e = d.Delete(body)
 	case subjects.KVTxn:
-		_, key, e = d.txn(body)
+		_, key, e = d.Txn(body)
 	case subjects.KVChanges:
-		_, e = d.changes(body)
+		_, e = d.Changes(body)
 	default:
 		panic("no decoder for " + string(ep))
 	}
 	if e != nil {
 		return e
 	}
-	_, e = idempotencyKey(nats.NewMsg("x"), key)
+	_, e = IdempotencyKey(nats.NewMsg("x"), key)
 	return e
 }
 
@@ -131,7 +131,7 @@ func verdictExamples(t *testing.T) []verdictExample {
 	add("probe", "lease.grant.request", `{"TTL":10}`)
 	add("probe", "lease.grant.request", `{"ttl":10.0}`)
 	add("probe", "kv.put.request", `{"key":"a","Value":1}`)
-	f, err := os.Open("../README.md")
+	f, err := os.Open("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
