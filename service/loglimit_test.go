@@ -6,35 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// A run of like lines is logged once per window; the next line let
-// through says how many were held back. Other lines are not held back by
-// it.
-func TestRepeatLimiter(t *testing.T) {
-	now := time.Unix(1_800_000_000, 0)
-	l := newRepeatLimiter(10 * time.Second)
-	l.now = func() time.Time { return now }
-	if ok, held := l.allow("a"); !ok || held != 0 {
-		t.Fatalf("first line: %v, %d", ok, held)
-	}
-	for i := 0; i < 37; i++ {
-		now = now.Add(200 * time.Millisecond)
-		if ok, _ := l.allow("a"); ok {
-			t.Fatalf("like line %d within the window was let through", i)
-		}
-	}
-	if ok, held := l.allow("b"); !ok || held != 0 {
-		t.Fatalf("another kind of line: %v, %d", ok, held)
-	}
-	now = now.Add(3 * time.Second) // 10.4 s after the first "a"
-	if ok, held := l.allow("a"); !ok || held != 37 {
-		t.Fatalf("after the window: %v, %d held back, want 37", ok, held)
-	}
-	if ok, _ := l.allow("a"); ok {
-		t.Fatal("the window did not start again")
-	}
-}
+	"github.com/concord-io/concord/service/loglimit"
+)
 
 // Raft's repeated warnings and errors (one per election round while a
 // peer is cut off) come out once per window, with the count held back;
@@ -72,8 +46,8 @@ func TestRaftLoggerHoldsBackRepeats(t *testing.T) {
 func TestNATSLoggerHoldsBackRepeats(t *testing.T) {
 	var out strings.Builder
 	now := time.Unix(1_800_000_000, 0)
-	l := &natsLogger{log: slog.New(slog.NewTextHandler(&out, nil)), repeats: newRepeatLimiter(10 * time.Second)}
-	l.repeats.now = func() time.Time { return now }
+	l := &natsLogger{log: slog.New(slog.NewTextHandler(&out, nil)), repeats: loglimit.NewRepeats(10 * time.Second)}
+	l.repeats.Now = func() time.Time { return now }
 	for i := 0; i < 6; i++ {
 		l.Errorf("Error trying to connect to route (attempt %v): %v", i, "i/o timeout")
 		l.Warnf("Stale connection %d", i)

@@ -14,6 +14,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/concord-io/concord/service/loglimit"
 )
 
 // payloadHeadroom is what an envelope (key, revisions, headers) may add to
@@ -43,7 +45,7 @@ func runEmbeddedNATS(cfg *Config, opts *server.Options, log *slog.Logger) (*serv
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
-	logger := &natsLogger{log: log.With("component", "nats"), fatal: make(chan string, 1), repeats: newRepeatLimiter(repeatWindow)}
+	logger := &natsLogger{log: log.With("component", "nats"), fatal: make(chan string, 1), repeats: loglimit.NewRepeats(loglimit.Window)}
 	ns.SetLoggerV2(logger, opts.Debug, opts.Trace, false)
 	go ns.Start()
 	ready := make(chan bool, 1)
@@ -235,7 +237,7 @@ type natsLogger struct {
 	fatal chan string
 	// repeats holds back warnings and errors of the same format (a route
 	// to a cut-off server is re-dialled and fails every few seconds).
-	repeats *repeatLimiter
+	repeats *loglimit.Repeats
 }
 
 func (l *natsLogger) Noticef(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
@@ -248,7 +250,7 @@ func (l *natsLogger) limited(level slog.Level, format string, v []any) {
 	held := 0
 	if l.repeats != nil {
 		var ok bool
-		if ok, held = l.repeats.allow(format); !ok {
+		if ok, held = l.repeats.Allow(format); !ok {
 			return
 		}
 	}

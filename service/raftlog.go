@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/concord-io/concord/service/loglimit"
 )
 
 // newRaftLogger returns an hclog.Logger whose lines land in log. hclog
@@ -16,12 +18,12 @@ func newRaftLogger(log *slog.Logger) hclog.Logger {
 		Name:       "raft",
 		Level:      hclog.Info,
 		JSONFormat: true,
-		Output:     &hclogBridge{log: log, repeats: newRepeatLimiter(repeatWindow)},
+		Output:     &hclogBridge{log: log, repeats: loglimit.NewRepeats(loglimit.Window)},
 	})
 }
 
 // hclogBridge writes Raft's hclog lines to the node's slog logger. Its
-// warnings and errors go through a repeatLimiter: a peer that is cut off
+// warnings and errors go through a loglimit.Repeats: a peer that is cut off
 // makes Raft repeat the same one for every heartbeat or election round.
 // So do the info lines of an election round (electionRound), which a node
 // cut off from its peers logs twice a second for as long as the cut
@@ -29,7 +31,7 @@ func newRaftLogger(log *slog.Logger) hclog.Logger {
 // and all kept.
 type hclogBridge struct {
 	log     *slog.Logger
-	repeats *repeatLimiter
+	repeats *loglimit.Repeats
 }
 
 func (b *hclogBridge) Write(p []byte) (int, error) {
@@ -44,7 +46,7 @@ func (b *hclogBridge) Write(p []byte) (int, error) {
 	var held int
 	if (level >= slog.LevelWarn || electionRound[msg]) && b.repeats != nil {
 		var ok bool
-		if ok, held = b.repeats.allow(lvl + " " + msg); !ok {
+		if ok, held = b.repeats.Allow(lvl + " " + msg); !ok {
 			return len(p), nil
 		}
 	}

@@ -2,7 +2,6 @@ package service
 
 import (
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -81,7 +80,7 @@ func (s *Service) replyAllowed(m *nats.Msg) bool {
 		return true
 	}
 	s.metrics.refusedReplies.WithLabelValues(reason).Inc()
-	if s.replyLog.allow() {
+	if s.replyLog.Allow() {
 		s.log.Warn("refused a request whose reply subject is not one a reply may go to; it was not executed and not answered",
 			"subject", m.Subject, "reply", m.Reply, "reason", reason)
 	}
@@ -91,19 +90,3 @@ func (s *Service) replyAllowed(m *nats.Msg) bool {
 // replyLogEvery spaces the log lines about refused reply subjects, so a
 // flood of them cannot flood the log.
 const replyLogEvery = 10 * time.Second
-
-// rateLimit lets one event through per interval.
-type rateLimit struct {
-	mu   sync.Mutex
-	last time.Time
-}
-
-func (r *rateLimit) allow() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if now := time.Now(); r.last.IsZero() || now.Sub(r.last) >= replyLogEvery {
-		r.last = now
-		return true
-	}
-	return false
-}

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/concord-io/concord/service/decode"
+	"github.com/concord-io/concord/service/loglimit"
 	"github.com/concord-io/concord/service/logstore"
 	"github.com/concord-io/concord/subjects"
 )
@@ -87,7 +88,7 @@ type Service struct {
 	// shipped roles only it may publish on watch subjects (replyguard.go).
 	eventsNC *nats.Conn
 	// replyLog spaces the log lines about refused reply subjects.
-	replyLog rateLimit
+	replyLog loglimit.Every
 
 	// raftStarted is set once s.raft is assigned; node info, /readyz,
 	// /metrics and the standby read s.raft only after it, since they
@@ -150,6 +151,7 @@ func Start(cfg Config) (*Service, error) {
 		fenceCh:  make(chan struct{}, 1),
 		caughtUp: make(chan struct{}),
 		reqStats: newRequestStats(subjects.Endpoints),
+		replyLog: loglimit.Every{Interval: replyLogEvery},
 	}
 	s.standby.held = make(chan heldRequest, standbyMaxPending)
 	s.proposer = newProposer(s.applyEntry, false)
@@ -254,9 +256,9 @@ func (s *Service) start() error {
 // watch events is refused every event. A permission violation says what to
 // fix.
 func eventsErrorHandler(log *slog.Logger) nats.ErrHandler {
-	var limit rateLimit
+	limit := loglimit.Every{Interval: replyLogEvery}
 	return func(_ *nats.Conn, _ *nats.Subscription, err error) {
-		if !limit.allow() {
+		if !limit.Allow() {
 			return
 		}
 		if errors.Is(err, nats.ErrPermissionViolation) {
