@@ -150,14 +150,6 @@ func (s *Service) backupChunkMax() int {
 	return max(n, 1024)
 }
 
-// backupSnapshot takes the fsm snapshot together with the applied index and
-// revision it holds, under the lock Apply takes, so the three agree.
-func (m *stateMachine) backupSnapshot() (snap *fsm.Snapshot, applied uint64, revision int64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.state.Snapshot(), m.applied.get(), m.state.Revision()
-}
-
 // backups returns the node's backup store, made on first use and closed,
 // with its files, when the service stops.
 func (s *Service) backups() *backupStore {

@@ -71,8 +71,7 @@ func (s *Service) startRaft() error {
 	}
 	if s.cfg.TestFaultFile != "" {
 		// Before any connection: the hook tracks them all.
-		stream.testFaults = newTestFaults()
-		go watchFaults(s.cfg.TestFaultFile, stream.testFaults, s.log, s.ctx.Done())
+		stream.enableTestFaults(s.cfg.TestFaultFile, s.log, s.ctx.Done())
 	}
 	// With RaftTLS, Raft's streams run over mutual TLS on top of the TCP
 	// layer; the fault switch still acts on the TCP layer underneath.
@@ -169,8 +168,8 @@ func (s *Service) startRaft() error {
 		return fmt.Errorf("raft log cache: %w", err)
 	}
 	// Raft restores the newest snapshot inside NewRaft; raftFSM and
-	// sizedSnapshots report how far it has read (startup.go).
-	r, err := raft.NewRaft(conf, raftFSM{stateMachine: s.sm, s: s}, logs, store, sizedSnapshots{SnapshotStore: snaps, restore: &s.restore}, s.trans)
+	// sizedSnapshots report how far it has read (raftfsm.go).
+	r, err := raft.NewRaft(conf, raftFSM{stateMachine: s.sm, restore: &s.restore, pause: s.pause}, logs, store, sizedSnapshots{SnapshotStore: snaps, restore: &s.restore}, s.trans)
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}

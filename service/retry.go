@@ -3,8 +3,6 @@ package service
 import (
 	"context"
 	"time"
-
-	"github.com/hashicorp/raft"
 )
 
 // retry calls attempt until it reports done or ctx ends, waiting between
@@ -25,21 +23,4 @@ func retry(ctx context.Context, first, max time.Duration, attempt func() (done b
 		}
 	}
 	return false
-}
-
-// await waits for Raft's answer to f, or until ctx ends. Raft leaves a
-// future unanswered when it shuts down after taking the request and before
-// serving it (a barrier still queued for the leader loop, a snapshot for
-// the snapshot loop); Close cancels ctx before it shuts Raft down, so a
-// goroutine that waits here never holds Close up. The goroutine left
-// waiting on such a future stays for the life of the process.
-func await(ctx context.Context, f raft.Future) error {
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

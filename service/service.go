@@ -245,7 +245,8 @@ func (s *Service) start() error {
 	}
 	s.goRun(s.runBusWatch)
 	s.goRun(s.runLeadership)
-	s.goRun(s.runSnapshotTrigger)
+	s.goRun(snapshotTrigger{sm: s.sm, raft: s.raft, caughtUp: s.caughtUp,
+		threshold: s.cfg.SnapshotThreshold, interval: s.cfg.SnapshotInterval, log: s.log}.run)
 	s.goRun(s.watchCaughtUp)
 	s.log.Info("concord started", "node", s.cfg.NodeID, "nats", url, "raft", s.cfg.RaftAddr, "data_dir", s.cfg.DataDir, "prefix", s.cfg.SubjectPrefix)
 	return nil

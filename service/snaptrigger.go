@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -53,11 +54,29 @@ func snapshotDue(debt, recent, records, threshold uint64) bool {
 	return recent < quietCommands || debt >= records/snapshotReplayDivisor
 }
 
-// runSnapshotTrigger asks Raft for a snapshot whenever one is due, until
-// ctx ends. It waits while the node replays the log it started with: a
-// snapshot then would compete with the replay, which keeps the node from
-// serving; the replay's debt is paid by the first snapshot after it.
-func (s *Service) runSnapshotTrigger(ctx context.Context) {
+// snapshotter takes a snapshot on demand; *raft.Raft is one.
+type snapshotter interface {
+	Snapshot() raft.SnapshotFuture
+}
+
+// snapshotTrigger asks Raft for a snapshot whenever one is due.
+type snapshotTrigger struct {
+	sm   *stateMachine
+	raft snapshotter
+	// caughtUp closes once the node has applied the log it started with.
+	caughtUp <-chan struct{}
+	// threshold is the least replay debt that makes a snapshot due;
+	// interval is how long to wait after a snapshot failed.
+	threshold uint64
+	interval  time.Duration
+	log       *slog.Logger
+}
+
+// run asks for snapshots until ctx ends. It waits while the node replays
+// the log it started with: a snapshot then would compete with the replay,
+// which keeps the node from serving; the replay's debt is paid by the
+// first snapshot after it.
+func (s snapshotTrigger) run(ctx context.Context) {
 	t := time.NewTicker(snapshotCheckEvery)
 	defer t.Stop()
 	last := s.sm.commands.Load()
@@ -76,7 +95,7 @@ func (s *Service) runSnapshotTrigger(ctx context.Context) {
 			continue
 		}
 		commands, records := s.sm.replayDebt()
-		if !snapshotDue(commands, recent, records, s.cfg.SnapshotThreshold) {
+		if !snapshotDue(commands, recent, records, s.threshold) {
 			continue
 		}
 		// Raft writes one snapshot at a time: this waits for one that
@@ -91,11 +110,11 @@ func (s *Service) runSnapshotTrigger(ctx context.Context) {
 		default:
 			// Not every second: a failed snapshot may have written most
 			// of the state before it failed.
-			s.log.Warn("snapshot for the commands applied since the last one; trying again after the snapshot interval", "commands", commands, "err", err, "interval", s.cfg.SnapshotInterval)
+			s.log.Warn("snapshot for the commands applied since the last one; trying again after the snapshot interval", "commands", commands, "err", err, "interval", s.interval)
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(s.cfg.SnapshotInterval):
+			case <-time.After(s.interval):
 			}
 			last = s.sm.commands.Load()
 		}

@@ -314,3 +314,11 @@ func (a *appliedIndex) waitCh() (uint64, <-chan struct{}) {
 	defer a.mu.Unlock()
 	return a.index, a.changed
 }
+
+// backupSnapshot takes the fsm snapshot together with the applied index and
+// revision it holds, under the lock Apply takes, so the three agree.
+func (m *stateMachine) backupSnapshot() (snap *fsm.Snapshot, applied uint64, revision int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.state.Snapshot(), m.applied.get(), m.state.Revision()
+}

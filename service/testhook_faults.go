@@ -101,6 +101,14 @@ type faultFile struct {
 	Block []string `json:"block"`
 }
 
+// enableTestFaults switches the fault switch on, driven by the file at
+// path until done is closed. Call it before the layer accepts or dials
+// anything: the switch tracks every connection from then on.
+func (s *streamLayer) enableTestFaults(path string, log *slog.Logger, done <-chan struct{}) {
+	s.testFaults = newTestFaults()
+	go watchFaults(path, s.testFaults, log, done)
+}
+
 // watchFaults polls path and applies it to the fault switch until done is
 // closed. A missing file blocks nothing.
 func watchFaults(path string, f *testFaults, log *slog.Logger, done <-chan struct{}) {
