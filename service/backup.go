@@ -84,7 +84,7 @@ func (s *Service) handleBackup(_ context.Context, m *nats.Msg) (any, *schema.Err
 	if _, e := s.propose(&fsm.Expire{}, ""); e != nil {
 		return nil, e
 	}
-	snap, applied, revision := s.sm.backupSnapshot()
+	snap, applied, revision := s.sm.BackupSnapshot()
 	clusterID, err := datadir.ReadClusterID(s.cfg.DataDir)
 	if err != nil {
 		return nil, schema.Errorf(schema.ErrInternal, "%v", err)

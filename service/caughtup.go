@@ -7,7 +7,7 @@ import (
 
 // caughtUpBound is the longest watchCaughtUp waits: a follower that hears
 // no leader applies nothing, and what waits for the replay to end (the
-// command-count snapshots, snaptrigger.go) should not wait for ever.
+// command-count snapshots, replica.SnapshotTrigger) should not wait for ever.
 const caughtUpBound = 2 * time.Minute
 
 // watchCaughtUp closes caughtUp once this node has applied every entry its
@@ -23,18 +23,18 @@ func (s *Service) watchCaughtUp(ctx context.Context) {
 	defer bound.Stop()
 	// The entries at the end of the log that the state machine is not
 	// handed (Raft's no-op and barrier entries) are never applied.
-	target, err := s.reads.applied.lastFSMEntry(s.replayFrom, s.lastAtStart)
+	target, err := s.reads.applied.LastFSMEntry(s.replayFrom, s.lastAtStart)
 	if err != nil {
 		s.log.Warn("read the raft log", "err", err)
 		return
 	}
 	start := time.Now()
 	for {
-		applied, changed := s.sm.applied.waitCh()
+		applied, changed := s.sm.Applied.WaitCh()
 		if applied >= target {
 			if target > s.replayFrom {
 				s.log.Info("applied the log this node started with", "entries", target-s.replayFrom,
-					"commands", s.sm.commands.Load(), "since_raft_started", time.Since(start).Round(time.Millisecond).String())
+					"commands", s.sm.Commands(), "since_raft_started", time.Since(start).Round(time.Millisecond).String())
 			}
 			return
 		}

@@ -252,7 +252,7 @@ func (s *Service) handleStatus(_ context.Context, m *nats.Msg) (any, *schema.Err
 		return nil, schema.Errorf(schema.ErrInternal, "%v", err)
 	}
 	var rev, floor int64
-	s.sm.read(func(st *fsm.State) { rev, floor = st.Revision(), st.CompactRevision() })
+	s.sm.Read(func(st *fsm.State) { rev, floor = st.Revision(), st.CompactRevision() })
 	reply := &schema.ClusterStatusReply{ClusterID: id, Leader: s.cfg.NodeID, Term: s.raft.CurrentTerm(), Revision: rev, CompactRevision: floor, Members: members}
 	if c := s.conflict.Load(); c != nil {
 		reply.Conflict = c.String()
@@ -380,7 +380,7 @@ func (s *Service) serveNodeInfo(m *nats.Msg) {
 		info.LastIndex = s.raft.LastIndex()
 		info.CommitIndex = s.raft.CommitIndex()
 	}
-	info.AppliedIndex, info.Revision, info.StateHash = s.sm.digest(req.Hash)
+	info.AppliedIndex, info.Revision, info.StateHash = s.sm.Digest(req.Hash)
 	if c := s.conflict.Load(); c != nil {
 		info.Conflict = c.String()
 	}

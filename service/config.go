@@ -9,8 +9,16 @@ import (
 
 	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/service/decode"
+	"github.com/concord-io/concord/service/replica"
 	"github.com/concord-io/concord/subjects"
 )
+
+// RaftTLS names the certificate, key and CA files that run Raft over
+// mutual TLS; empty, Raft runs over plain TCP.
+type RaftTLS = replica.TLSFiles
+
+// ErrRaftTLS marks a Raft TLS setting whose files cannot serve.
+var ErrRaftTLS = replica.ErrTLS
 
 // Config configures a node. Zero fields take the defaults of DefaultConfig.
 type Config struct {
@@ -95,7 +103,7 @@ type Config struct {
 	// (Raft's rule, checked every SnapshotInterval), and how many commands
 	// applied since the last one at least (a batch entry holds many): the
 	// node takes a snapshot once those reach a quarter of its records,
-	// or as soon as it is quiet (snaptrigger.go). TrailingLogs is how many
+	// or as soon as it is quiet (replica.SnapshotTrigger). TrailingLogs is how many
 	// entries stay in the log after a snapshot for followers that lag.
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
@@ -132,7 +140,7 @@ type Config struct {
 	// /metrics, /healthz and /readyz.
 	MetricsListen string
 
-	// TestFaultFile is for tests only (testhook_faults.go): a JSON file
+	// TestFaultFile is for tests only (replica.StreamLayer.EnableTestFaults): a JSON file
 	// {"block": [raft addresses]} that the node polls and whose peers it
 	// cuts off at the Raft transport.
 	TestFaultFile string
@@ -140,7 +148,7 @@ type Config struct {
 	// subjects (replyguard.go), so that a test can show what the NATS
 	// permissions alone stop.
 	TestAllowAnyReply bool
-	// TestPauseFile is for tests only (testhook_pause.go): a JSON file
+	// TestPauseFile is for tests only (replica.TestPause): a JSON file
 	// {"hold": [points]} that the node reads at a snapshot restore
 	// ("snapshot-restore") and a snapshot write ("snapshot-persist"), and
 	// that holds it there while it names the point.
@@ -294,7 +302,7 @@ func (c *Config) validate() error {
 	if c.NATSURL != "" && c.NATSConfigFile != "" {
 		return fmt.Errorf("%w: --nats-config configures the embedded server, not with --nats-url", ErrConfig)
 	}
-	if err := c.RaftTLS.check(); err != nil {
+	if err := c.RaftTLS.Check(); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if c.NATSURL != "" && (c.NATSClusterListen != "" || len(c.NATSRoutes) > 0) {

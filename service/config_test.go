@@ -1,8 +1,11 @@
 package service
 
 import (
+	"errors"
 	"log/slog"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,5 +101,16 @@ func TestDefaultConfigMatchesFSMDefaultLimits(t *testing.T) {
 	}
 	if d.MinTTL != schema.DefaultMinTTL || d.MaxTxnCompares != schema.DefaultMaxTxnCompares || d.MaxTxnOps != schema.DefaultMaxTxnOps {
 		t.Errorf("DefaultConfig's request limits differ from schema's defaults: %+v", d)
+	}
+}
+
+// A Raft TLS setting its files do not back is a configuration error, and
+// says what is wrong with the files.
+func TestValidateRefusesBadRaftTLS(t *testing.T) {
+	cfg := Config{RaftTLS: RaftTLS{CertFile: filepath.Join(t.TempDir(), "nope.pem")}}
+	cfg.fillDefaults()
+	err := cfg.validate()
+	if !errors.Is(err, ErrConfig) || !errors.Is(err, ErrRaftTLS) || !strings.Contains(err.Error(), "a private key is required") {
+		t.Fatalf("validate: %v, want ErrConfig and ErrRaftTLS saying a key is required", err)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/concord-io/concord/service/internal/testwait"
 )
 
 // The pool runs every job, never more at once than its bound, reuses idle
@@ -36,7 +38,7 @@ func TestWorkerPoolBoundsAndReuse(t *testing.T) {
 			p.submit(i) // blocks while max jobs run and none is idle
 		}
 	}()
-	waitUntil(t, "max jobs run", func() bool { return running.Load() == max })
+	testwait.Until(t, "max jobs run", func() bool { return running.Load() == max })
 	select {
 	case <-submitted:
 		t.Fatal("all jobs were taken while only max could run")
@@ -59,12 +61,12 @@ func TestWorkerPoolBoundsAndReuse(t *testing.T) {
 		t.Fatalf("%d workers after reuse, bound %d", n, max)
 	}
 	close(done)
-	waitUntil(t, "workers exit on done", func() bool { return len(p.tokens) == 0 })
+	testwait.Until(t, "workers exit on done", func() bool { return len(p.tokens) == 0 })
 }
 
 // A worker with nothing to do exits after its idle time.
 func TestWorkerPoolIdleWorkerExits(t *testing.T) {
 	p := newWorkerPool(4, 10*time.Millisecond, nil, func(int) {})
 	p.submit(1)
-	waitUntil(t, "the idle worker exits", func() bool { return len(p.tokens) == 0 })
+	testwait.Until(t, "the idle worker exits", func() bool { return len(p.tokens) == 0 })
 }

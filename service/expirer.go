@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/concord-io/concord/fsm"
+	"github.com/concord-io/concord/service/replica"
 )
 
 // runExpirer runs on the leader. It wakes at the earlier of the next tick
@@ -36,7 +37,7 @@ func (s *Service) runExpirer(ctx context.Context) {
 		var expired []int64
 		var haveLeases bool
 		var leases int64
-		s.sm.read(func(st *fsm.State) {
+		s.sm.Read(func(st *fsm.State) {
 			expired = st.Expired(now, 0)
 			_, haveLeases = st.NextDeadline()
 			explicit, anon := st.LeaseCount()
@@ -65,7 +66,7 @@ func (s *Service) runExpirer(ctx context.Context) {
 		// Wake when the first deadline has strictly passed on the lease clock.
 		var next int64
 		var has bool
-		s.sm.read(func(st *fsm.State) { next, has = st.NextDeadline() })
+		s.sm.Read(func(st *fsm.State) { next, has = st.NextDeadline() })
 		if has {
 			if cur, ok := s.clock.now(); ok {
 				wait = min(wait, time.Duration(next+1-cur)*time.Millisecond)
@@ -93,7 +94,7 @@ func (s *Service) proposeExpire(ctx context.Context, now int64, ids []int64) err
 	// future's ShutdownCh unset), and the node's Close waits for the term.
 	var firstErr error
 	for _, f := range futures {
-		if err := await(ctx, f); err != nil && firstErr == nil {
+		if err := replica.Await(ctx, f); err != nil && firstErr == nil {
 			firstErr = err
 		}
 	}

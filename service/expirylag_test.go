@@ -74,7 +74,7 @@ func TestExpiryLagMeasuresToTheCommit(t *testing.T) {
 	time.Sleep(time.Until(sent.Add(ttl - 100*time.Millisecond)))
 	go func() {
 		defer close(done)
-		s.sm.read(func(st *fsm.State) {
+		s.sm.Read(func(st *fsm.State) {
 			explicit, _ := st.LeaseCount()
 			holding <- explicit
 			<-release
@@ -95,7 +95,7 @@ func TestExpiryLagMeasuresToTheCommit(t *testing.T) {
 	var h *dto.Histogram
 	for giveUp := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		var left int64
-		s.sm.read(func(st *fsm.State) { left, _ = st.LeaseCount() })
+		s.sm.Read(func(st *fsm.State) { left, _ = st.LeaseCount() })
 		var m dto.Metric
 		if err := s.metrics.leaseExpiryLag.Write(&m); err != nil {
 			t.Fatal(err)

@@ -17,6 +17,8 @@ import (
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/service/datadir"
+	"github.com/concord-io/concord/service/internal/testwait"
+	"github.com/concord-io/concord/service/replica"
 )
 
 // askLog answers the gate's questions from a table and counts them.
@@ -158,7 +160,7 @@ func TestFormatGateResetDuringCheck(t *testing.T) {
 // log format it reads.
 func TestLeaderBatchesAndReportsLogFormat(t *testing.T) {
 	s, nc := startTest(t, nil)
-	waitUntil(t, "batching on", s.proposer.batching.Load)
+	testwait.Until(t, "batching on", s.proposer.batching.Load)
 	var info schema.NodeInfo
 	msg, err := nc.Request(s.names.NodeInfo(s.cfg.NodeID), []byte(`{}`), 5*time.Second)
 	if err != nil {
@@ -181,7 +183,7 @@ func TestLeaderBatchesAndReportsLogFormat(t *testing.T) {
 // played by a subscriber that answers its node info as that release did.
 func TestJoinRefusesOlderRelease(t *testing.T) {
 	s, nc := startTest(t, nil)
-	waitUntil(t, "batching on", s.proposer.batching.Load)
+	testwait.Until(t, "batching on", s.proposer.batching.Load)
 	old, err := nc.Subscribe(s.names.NodeInfo("n9"), func(m *nats.Msg) {
 		_ = m.Respond([]byte(`{"id":"n9","cluster_id":"","state":"follower","term":0,"leader":"","last_index":0,"commit_index":0,"applied_index":0,"revision":0}`))
 	})
@@ -243,7 +245,7 @@ func TestTxnDeleteCauseWaitsForEveryMember(t *testing.T) {
 	var format atomic.Int64
 	format.Store(fsm.LogFormatHistory)
 	addOlderMember(t, s, nc, &format)
-	waitUntil(t, "the gate hears n9's format", func() bool {
+	testwait.Until(t, "the gate hears n9's format", func() bool {
 		return !s.formats.allRead(fsm.LogFormatTxnCause) && s.formats.allRead(fsm.LogFormatHistory)
 	})
 
@@ -268,7 +270,7 @@ func TestTxnDeleteCauseWaitsForEveryMember(t *testing.T) {
 		t.Fatalf("with a member on the release before, a txn delete's cause is %q, want %q", c, schema.CauseDelete)
 	}
 	format.Store(fsm.LogFormatTxnCause)
-	waitUntil(t, "the gate hears n9's new format", func() bool { return s.formats.allRead(fsm.LogFormatTxnCause) })
+	testwait.Until(t, "the gate hears n9's new format", func() bool { return s.formats.allRead(fsm.LogFormatTxnCause) })
 	if c := causeOfTxnDelete("new"); c != schema.CauseTxn {
 		t.Fatalf("with every member on this release, a txn delete's cause is %q, want %q", c, schema.CauseTxn)
 	}
@@ -360,12 +362,12 @@ func TestSnapshotVersionWaitsForEveryMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	restored := newStateMachine(func(uint64, []schema.Event) {})
+	restored := replica.NewStateMachine(func(uint64, []schema.Event) {})
 	if err := restored.Restore(rc); err != nil {
 		t.Fatalf("restore the older version: %v", err)
 	}
 	for _, key := range []string{"alone", "older", "current", "silent"} {
-		if reply := restored.view().Get(fsm.GetQuery{Key: key}, 0); len(reply.KVs) != 1 {
+		if reply := restored.View().Get(fsm.GetQuery{Key: key}, 0); len(reply.KVs) != 1 {
 			t.Fatalf("key %s missing after a restore from version %d", key, olderSnapshotVersion)
 		}
 	}

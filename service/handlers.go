@@ -90,7 +90,7 @@ func (s *Service) handleChanges(ctx context.Context, m *nats.Msg) (any, *schema.
 		return nil, e
 	}
 	q.MaxBytes = s.dec.ReplyBytes()
-	reply, err := s.sm.view().Changes(q)
+	reply, err := s.sm.View().Changes(q)
 	if err != nil {
 		return nil, errorFor(err)
 	}
@@ -110,10 +110,10 @@ func (s *Service) handleInfo(ctx context.Context, m *nats.Msg) (any, *schema.Err
 	var err error
 	if req.Keys {
 		// Its keys may be many.
-		v := s.sm.view()
+		v := s.sm.View()
 		info, err = v.LeaseInfo(req.ID, true, max(now, v.Now()))
 	} else {
-		s.sm.read(func(st *fsm.State) { info, err = st.LeaseInfo(req.ID, false, max(now, st.Now())) })
+		s.sm.Read(func(st *fsm.State) { info, err = st.LeaseInfo(req.ID, false, max(now, st.Now())) })
 	}
 	if err != nil {
 		return nil, errorFor(err)
@@ -130,7 +130,7 @@ func (s *Service) handleList(ctx context.Context, m *nats.Msg) (any, *schema.Err
 	if e != nil {
 		return nil, e
 	}
-	v := s.sm.view()
+	v := s.sm.View()
 	return v.LeaseList(req.IncludeAnonymous, req.After, req.Limit, max(now, v.Now())), nil
 }
 
@@ -148,13 +148,13 @@ func (s *Service) handleGet(ctx context.Context, m *nats.Msg) (any, *schema.Erro
 	var err error
 	if !req.Query.IsPrefix && !req.Query.IsRange {
 		// One key, at the present or a past revision: a look-up.
-		s.sm.read(func(st *fsm.State) { reply, err = st.GetAt(req.Query, req.Revision, max(now, st.Now())) })
+		s.sm.Read(func(st *fsm.State) { reply, err = st.GetAt(req.Query, req.Revision, max(now, st.Now())) })
 	} else {
 		buf := kvsPool.Get().(*[]schema.KeyValue)
 		req.Query.Into = *buf
 		pace := newListingPacer(s.cfg.ListingShare, s.proposer.writing, s.metrics.listingPause)
 		req.Query.Yield = pace.yield
-		v := s.sm.view()
+		v := s.sm.View()
 		reply, err = v.GetAt(req.Query, req.Revision, max(now, v.Now()))
 		if err != nil {
 			kvsPool.Put(buf)
@@ -214,7 +214,7 @@ func (s *Service) handleHistory(ctx context.Context, m *nats.Msg) (any, *schema.
 		return nil, e
 	}
 	req.Query.MaxBytes = s.dec.ReplyBytes()
-	reply, err := s.sm.view().History(req.Query)
+	reply, err := s.sm.View().History(req.Query)
 	if err != nil {
 		return nil, errorFor(err)
 	}

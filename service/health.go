@@ -87,8 +87,8 @@ func (s *Service) Ready() error {
 	// Under load the applied index trails the commit index by an entry or
 	// two at any instant; waiting briefly for it keeps a busy node ready,
 	// while a node that is catching up stays behind and is not.
-	if e := s.reads.applied.wait(commit, readyWait); e != nil {
-		applied := s.sm.applied.get()
+	if e := s.reads.applied.Wait(commit, readyWait); e != nil {
+		applied := s.sm.Applied.Get()
 		what := s.describeReplay(applied, commit)
 		if what == "" {
 			what = "catching up" // applied got there just now

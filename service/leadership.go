@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/concord-io/concord/fsm"
+	"github.com/concord-io/concord/service/replica"
 )
 
 // leaderTerm is what this node runs while it leads.
@@ -82,7 +83,7 @@ func (s *Service) becomeLeader(ctx context.Context) *leaderTerm {
 	s.pub.lead(s.raft.CurrentTerm())
 	applied := false
 	retry(ctx, 100*time.Millisecond, 100*time.Millisecond, func() bool {
-		err := await(ctx, s.raft.Barrier(s.cfg.ApplyTimeout))
+		err := replica.Await(ctx, s.raft.Barrier(s.cfg.ApplyTimeout))
 		if err == nil {
 			applied = true
 			return true
@@ -99,7 +100,7 @@ func (s *Service) becomeLeader(ctx context.Context) *leaderTerm {
 	}
 	var base int64
 	var limits fsm.Limits
-	s.sm.read(func(st *fsm.State) { base, limits = st.Now(), st.Limits() })
+	s.sm.Read(func(st *fsm.State) { base, limits = st.Now(), st.Limits() })
 	// The clock resumes from where the log left it: every lease gained the
 	// time it stood still.
 	if !s.clock.startAt(base) {
@@ -108,7 +109,7 @@ func (s *Service) becomeLeader(ctx context.Context) *leaderTerm {
 		s.pub.stop()
 		return nil
 	}
-	s.metrics.clockExtension.Observe(s.sm.sinceClockMoved(s.started).Seconds())
+	s.metrics.clockExtension.Observe(s.sm.SinceClockMoved(s.started).Seconds())
 
 	want := fsm.Limits{
 		MaxLeases: s.cfg.MaxLeases, MaxKeysPerLease: s.cfg.MaxKeysPerLease,

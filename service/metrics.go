@@ -279,7 +279,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	var rev, now, floor int64
 	var keys, attached, history int
 	var explicit, anon int64
-	c.s.sm.read(func(st *fsm.State) {
+	c.s.sm.Read(func(st *fsm.State) {
 		rev, now, keys, attached = st.Revision(), st.Now(), st.KeyCount(), st.AttachedKeyCount()
 		floor, history = st.CompactRevision(), st.HistoryChanges()
 		explicit, anon = st.LeaseCount()
@@ -295,8 +295,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descLeases, float64(anon), "anonymous")
 	gauge(descAttached, float64(attached))
 	gauge(descLeaseClock, float64(now)/1000)
-	gauge(descApplied, float64(c.s.sm.applied.get()))
-	ch <- prometheus.MustNewConstMetric(descBatchCount, prometheus.CounterValue, float64(c.s.sm.batchEntries.Load()))
+	gauge(descApplied, float64(c.s.sm.Applied.Get()))
+	ch <- prometheus.MustNewConstMetric(descBatchCount, prometheus.CounterValue, float64(c.s.sm.BatchEntries()))
 	if !c.s.raftStarted.Load() {
 		return // /metrics answers from before Raft starts
 	}

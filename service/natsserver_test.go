@@ -13,6 +13,9 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/concord-io/concord/service/internal/testca"
+	"github.com/concord-io/concord/service/loglimit"
 )
 
 // writeConf writes a nats-server configuration file for a test.
@@ -193,8 +196,8 @@ func TestNATSAuthOptionsCheckFiles(t *testing.T) {
 	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ca := newTestCA(t, dir, "nats")
-	good := ca.issue(t, dir, "client")
+	ca := testca.New(t, dir, "nats")
+	good := ca.Issue(t, dir, "client")
 	cases := []struct {
 		name string
 		auth NATSAuth
@@ -213,7 +216,7 @@ func TestNATSAuthOptionsCheckFiles(t *testing.T) {
 			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
 		}
 	}
-	opts, err := NATSAuth{User: "a", Password: "b", TLSCert: good.CertFile, TLSKey: good.KeyFile, TLSCA: ca.file}.options()
+	opts, err := NATSAuth{User: "a", Password: "b", TLSCert: good.CertFile, TLSKey: good.KeyFile, TLSCA: good.CAFile}.options()
 	if err != nil || len(opts) != 3 {
 		t.Fatalf("good credentials: %d options, %v", len(opts), err)
 	}
@@ -250,5 +253,32 @@ func TestEmbeddedNATSRequiresNodeCredentials(t *testing.T) {
 	err = natsConnectError("nats://x", true, fmt.Errorf("read: %w", io.ErrClosedPipe))
 	if !errors.Is(err, io.ErrClosedPipe) || !strings.Contains(err.Error(), "check the node's credentials") {
 		t.Errorf("closed pipe: %v", err)
+	}
+}
+
+// The embedded NATS server's repeated warnings and errors (a route
+// re-dialled every few seconds) come out once per window; different
+// formats are not held back by each other.
+func TestNATSLoggerHoldsBackRepeats(t *testing.T) {
+	var out strings.Builder
+	now := time.Unix(1_800_000_000, 0)
+	l := &natsLogger{log: slog.New(slog.NewTextHandler(&out, nil)), repeats: loglimit.NewRepeats(10 * time.Second)}
+	l.repeats.Now = func() time.Time { return now }
+	for i := 0; i < 6; i++ {
+		l.Errorf("Error trying to connect to route (attempt %v): %v", i, "i/o timeout")
+		l.Warnf("Stale connection %d", i)
+		now = now.Add(2 * time.Second)
+	}
+	l.Errorf("Error trying to connect to route (attempt %v): %v", 6, "i/o timeout")
+	got := out.String()
+	if n := strings.Count(got, "Error trying to connect to route"); n != 2 {
+		t.Fatalf("%d route errors in 12 s, want 2 (one per 10 s window):\n%s", n, got)
+	}
+	// Attempts 1 to 4 held back; 5, at 10 s, passes and says so; 6 is held.
+	if !strings.Contains(got, `(attempt 5): i/o timeout" repeated=4`) || strings.Contains(got, "attempt 6") {
+		t.Fatalf("the line after the window does not say what was held back:\n%s", got)
+	}
+	if n := strings.Count(got, "Stale connection"); n != 2 {
+		t.Fatalf("%d stale-connection warnings in 12 s, want 2:\n%s", n, got)
 	}
 }

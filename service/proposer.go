@@ -14,6 +14,7 @@ import (
 	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/service/decode"
 	"github.com/concord-io/concord/service/failpoint"
+	"github.com/concord-io/concord/service/replica"
 )
 
 // Proposal batching. Raft's cost per log entry (futures, inflight lists,
@@ -222,7 +223,7 @@ func (p *proposer) proposeEntry(batch []*proposal) {
 		}
 	}
 	f := p.apply(entry)
-	if err := await(p.stop, f); err != nil {
+	if err := replica.Await(p.stop, f); err != nil {
 		if err == p.stop.Err() {
 			err = raft.ErrRaftShutdown // not answered before the node stopped
 		}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/service/internal/testwait"
+	"github.com/concord-io/concord/service/replica"
 )
 
 // gatedLog stands in for Raft's replication in the proposer's unit tests,
@@ -22,7 +24,7 @@ import (
 // tests run the proposer on real Raft.
 type gatedLog struct {
 	mu      sync.Mutex
-	sm      *stateMachine
+	sm      *replica.StateMachine
 	entries [][]byte      // every entry appended, in order
 	waiting []*gatedApply // appended, not yet released, oldest first
 	// most is the largest number of entries in flight at once.
@@ -45,7 +47,7 @@ func (a *gatedApply) Response() any { <-a.done; return a.resp }
 func (a *gatedApply) Index() uint64 { return 0 }
 
 func newGatedLog() *gatedLog {
-	return &gatedLog{sm: newStateMachine(func(uint64, []schema.Event) {})}
+	return &gatedLog{sm: replica.NewStateMachine(func(uint64, []schema.Event) {})}
 }
 
 func (g *gatedLog) apply(entry []byte) raft.ApplyFuture {
@@ -104,18 +106,6 @@ func (g *gatedLog) entry(i int) []byte {
 	return g.entries[i]
 }
 
-// waitUntil polls cond until it holds or the deadline passes.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // queued is the number of proposals waiting for an entry.
 func (p *proposer) queued() int {
 	p.mu.Lock()
@@ -171,7 +161,7 @@ func TestProposerIdleAloneBusyBatched(t *testing.T) {
 	p.maxInflight = 1
 	first := putCmd(t, 1, "a", "")
 	r1 := proposeAsync(p, first)
-	waitUntil(t, "the first entry is in flight", func() bool { return g.inflight() == 1 })
+	testwait.Until(t, "the first entry is in flight", func() bool { return g.inflight() == 1 })
 	if !bytes.Equal(g.entry(0), first) {
 		t.Fatalf("a command alone went as %x, not as its own entry %x", g.entry(0), first)
 	}
@@ -182,7 +172,7 @@ func TestProposerIdleAloneBusyBatched(t *testing.T) {
 		cmds = append(cmds, c)
 		rest = append(rest, proposeAsync(p, c))
 		// Queue them in a known order.
-		waitUntil(t, "the command queues", func() bool { return p.queued() == i+1 })
+		testwait.Until(t, "the command queues", func() bool { return p.queued() == i+1 })
 	}
 	if g.inflight() != 1 {
 		t.Fatalf("%d entries in flight, want 1", g.inflight())
@@ -191,7 +181,7 @@ func TestProposerIdleAloneBusyBatched(t *testing.T) {
 	if rev := putRevision(t, <-r1); rev != 1 {
 		t.Fatalf("first put at revision %d", rev)
 	}
-	waitUntil(t, "the batch is in flight", func() bool { return g.inflight() == 1 })
+	testwait.Until(t, "the batch is in flight", func() bool { return g.inflight() == 1 })
 	want, err := fsm.EncodeBatch(cmds)
 	if err != nil {
 		t.Fatal(err)
@@ -229,15 +219,15 @@ func TestProposerWritingWhileAProposalIsOpen(t *testing.T) {
 		t.Fatal("writing before any proposal")
 	}
 	a := proposeAsync(p, putCmd(t, 1, "a", ""))
-	waitUntil(t, "the first entry is in flight", func() bool { return g.inflight() == 1 })
+	testwait.Until(t, "the first entry is in flight", func() bool { return g.inflight() == 1 })
 	b := proposeAsync(p, putCmd(t, 1, "b", ""))
-	waitUntil(t, "the second queues", func() bool { return p.queued() == 1 })
+	testwait.Until(t, "the second queues", func() bool { return p.queued() == 1 })
 	if !p.writing() {
 		t.Fatal("not writing with one entry in flight and one command queued")
 	}
 	g.release(1)
 	putRevision(t, <-a)
-	waitUntil(t, "the queued command's entry is in flight", func() bool { return g.inflight() == 1 })
+	testwait.Until(t, "the queued command's entry is in flight", func() bool { return g.inflight() == 1 })
 	if !p.writing() {
 		t.Fatal("not writing while the queued command's entry is in flight")
 	}
@@ -256,15 +246,15 @@ func TestProposerKeepsKInFlight(t *testing.T) {
 	p.maxInflight = 2
 	a := proposeAsync(p, putCmd(t, 1, "a", ""))
 	b := proposeAsync(p, putCmd(t, 1, "b", ""))
-	waitUntil(t, "two entries are in flight", func() bool { return g.inflight() == 2 })
+	testwait.Until(t, "two entries are in flight", func() bool { return g.inflight() == 2 })
 	c := proposeAsync(p, putCmd(t, 1, "c", ""))
 	d := proposeAsync(p, putCmd(t, 1, "d", ""))
-	waitUntil(t, "two commands queue", func() bool { return p.queued() == 2 })
+	testwait.Until(t, "two commands queue", func() bool { return p.queued() == 2 })
 	if g.inflight() != 2 {
 		t.Fatalf("%d entries in flight, want 2", g.inflight())
 	}
 	g.release(1)
-	waitUntil(t, "the queued commands go in one entry", func() bool { return g.inflight() == 2 && p.queued() == 0 })
+	testwait.Until(t, "the queued commands go in one entry", func() bool { return g.inflight() == 2 && p.queued() == 0 })
 	g.release(2)
 	revs := map[int64]bool{}
 	for _, ch := range []<-chan proposed{a, b, c, d} {
@@ -282,11 +272,11 @@ func TestProposerBatchBounds(t *testing.T) {
 	p := newProposer(g.apply, true)
 	p.maxInflight, p.maxCommands = 1, 3
 	first := proposeAsync(p, putCmd(t, 1, "first", ""))
-	waitUntil(t, "the first entry is in flight", func() bool { return g.inflight() == 1 })
+	testwait.Until(t, "the first entry is in flight", func() bool { return g.inflight() == 1 })
 	var chs []<-chan proposed
 	for i := 0; i < 7; i++ {
 		chs = append(chs, proposeAsync(p, putCmd(t, 1, fmt.Sprintf("k%d", i), "")))
-		waitUntil(t, "the command queues", func() bool { return p.queued() == i+1 })
+		testwait.Until(t, "the command queues", func() bool { return p.queued() == i+1 })
 	}
 	// Everything queued: from here on each entry applies as it comes.
 	g.set(true, nil)
@@ -319,13 +309,13 @@ func TestProposerBatchBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	first = proposeAsync(p, small)
-	waitUntil(t, "the first entry is in flight", func() bool { return g.inflight() == 1 })
+	testwait.Until(t, "the first entry is in flight", func() bool { return g.inflight() == 1 })
 	chs = nil
 	var order [][]byte
 	for i, c := range [][]byte{small, small, bigData, small} {
 		order = append(order, c)
 		chs = append(chs, proposeAsync(p, c))
-		waitUntil(t, "the command queues", func() bool { return p.queued() == i+1 })
+		testwait.Until(t, "the command queues", func() bool { return p.queued() == i+1 })
 	}
 	g.set(true, nil)
 	for _, ch := range chs {
@@ -347,15 +337,15 @@ func TestProposerRaftErrorFailsTheWholeEntry(t *testing.T) {
 			p := newProposer(g.apply, true)
 			p.maxInflight = 1
 			first := proposeAsync(p, putCmd(t, 1, "a", ""))
-			waitUntil(t, "the first entry is in flight", func() bool { return g.inflight() == 1 })
+			testwait.Until(t, "the first entry is in flight", func() bool { return g.inflight() == 1 })
 			var chs []<-chan proposed
 			for i := 0; i < 3; i++ {
 				chs = append(chs, proposeAsync(p, putCmd(t, 1, fmt.Sprintf("b%d", i), "")))
-				waitUntil(t, "the command queues", func() bool { return p.queued() == i+1 })
+				testwait.Until(t, "the command queues", func() bool { return p.queued() == i+1 })
 			}
 			g.release(1)
 			putRevision(t, <-first)
-			waitUntil(t, "the batch is in flight", func() bool { return g.inflight() == 1 })
+			testwait.Until(t, "the batch is in flight", func() bool { return g.inflight() == 1 })
 			g.set(false, rerr)
 			g.release(1)
 			want := raftError(rerr)
@@ -402,10 +392,10 @@ func TestProposerUnexpectedResponse(t *testing.T) {
 				// One entry in flight, so that the commands queue and go
 				// as one entry after it.
 				first := proposeAsync(p, putCmd(t, 1, "first", ""))
-				waitUntil(t, "the first entry is in flight", func() bool { return g.inflight() == 1 })
+				testwait.Until(t, "the first entry is in flight", func() bool { return g.inflight() == 1 })
 				for i := 0; i < tc.commands; i++ {
 					chs = append(chs, proposeAsync(p, putCmd(t, 1, fmt.Sprint(i), "")))
-					waitUntil(t, "the command queues", func() bool { return p.queued() == i+1 })
+					testwait.Until(t, "the command queues", func() bool { return p.queued() == i+1 })
 				}
 				g.release(1)
 				putRevision(t, <-first)
@@ -490,7 +480,7 @@ func TestProposerConcurrent(t *testing.T) {
 // than commands, every request answered correctly (run with -race).
 func TestConcurrentRequestsShareLogEntries(t *testing.T) {
 	s, nc := startTest(t, nil)
-	waitUntil(t, "batching on", s.proposer.batching.Load)
+	testwait.Until(t, "batching on", s.proposer.batching.Load)
 	before := s.raft.LastIndex()
 	const clients, rounds = 32, 15
 	concurrently(t, clients, func(c int) error {
@@ -524,15 +514,15 @@ func TestProposerBatchingOffDrainsAlone(t *testing.T) {
 	g := newGatedLog()
 	p := newProposer(g.apply, true)
 	first := proposeAsync(p, putCmd(t, 1, "first", ""))
-	waitUntil(t, "the first entry is in flight", func() bool { return g.inflight() == 1 })
+	testwait.Until(t, "the first entry is in flight", func() bool { return g.inflight() == 1 })
 	var queued []<-chan proposed
 	for i := 0; i < 3; i++ {
 		queued = append(queued, proposeAsync(p, putCmd(t, 1, fmt.Sprint("q", i), "")))
-		waitUntil(t, "the command queues", func() bool { return p.queued() == i+1 })
+		testwait.Until(t, "the command queues", func() bool { return p.queued() == i+1 })
 	}
 	p.batching.Store(false)
 	direct := proposeAsync(p, putCmd(t, 1, "direct", ""))
-	waitUntil(t, "the new command goes to Raft at once", func() bool { return g.inflight() == 2 })
+	testwait.Until(t, "the new command goes to Raft at once", func() bool { return g.inflight() == 2 })
 	g.set(true, nil)
 	putRevision(t, <-first)
 	putRevision(t, <-direct)
@@ -564,19 +554,19 @@ func TestProposerLeavesExpiredCommandsOut(t *testing.T) {
 	p := newProposer(g.apply, true)
 	p.clock = func() time.Time { return now }
 	r1 := proposeAsync(p, putCmd(t, 1, "first", ""))
-	waitUntil(t, "the first entry is in flight", func() bool { return g.inflight() == 1 })
+	testwait.Until(t, "the first entry is in flight", func() bool { return g.inflight() == 1 })
 	a, b, c := putCmd(t, 2, "a", ""), putCmd(t, 2, "b", "key-b"), putCmd(t, 2, "c", "")
 	ra := proposeAsyncUntil(p, a, time.Time{})
-	waitUntil(t, "a queues", func() bool { return p.queued() == 1 })
+	testwait.Until(t, "a queues", func() bool { return p.queued() == 1 })
 	rb := proposeAsyncUntil(p, b, now.Add(50*time.Millisecond))
-	waitUntil(t, "b queues", func() bool { return p.queued() == 2 })
+	testwait.Until(t, "b queues", func() bool { return p.queued() == 2 })
 	rc := proposeAsyncUntil(p, c, now.Add(time.Hour))
-	waitUntil(t, "c queues", func() bool { return p.queued() == 3 })
+	testwait.Until(t, "c queues", func() bool { return p.queued() == 3 })
 	// b's deadline passes while the first entry is in flight.
 	now = now.Add(100 * time.Millisecond)
 	g.release(1)
 	putRevision(t, <-r1)
-	waitUntil(t, "the next entry is in flight", func() bool { return g.inflight() == 1 })
+	testwait.Until(t, "the next entry is in flight", func() bool { return g.inflight() == 1 })
 	want, err := fsm.EncodeBatch([][]byte{a, c})
 	if err != nil {
 		t.Fatal(err)
@@ -621,7 +611,7 @@ func TestProposerAnswersAnUnansweredEntryWhenTheNodeStops(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	p.stop = ctx
 	r := proposeAsync(p, putCmd(t, 1, "a", ""))
-	waitUntil(t, "the entry is in flight", func() bool { return g.inflight() == 1 })
+	testwait.Until(t, "the entry is in flight", func() bool { return g.inflight() == 1 })
 	select {
 	case got := <-r:
 		t.Fatalf("answered before its entry applied or the node stopped: %+v", got)

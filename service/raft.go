@@ -9,6 +9,7 @@ import (
 
 	"github.com/concord-io/concord/service/datadir"
 	"github.com/concord-io/concord/service/logstore"
+	"github.com/concord-io/concord/service/replica"
 )
 
 // ErrNodeIDMismatch reports a data directory that belongs to another node.
@@ -39,7 +40,7 @@ func (s *Service) startRaft() error {
 	if err := datadir.CheckNodeID(dir, s.cfg.NodeID); err != nil {
 		return err
 	}
-	hlog := newRaftLogger(s.log.With("component", "raft"))
+	hlog := replica.NewRaftLogger(s.log.With("component", "raft"))
 	s.phase.Store(int32(phaseOpeningLog))
 	// Migrates a data directory of an older release on its first start.
 	store, err := logstore.Open(dir, logstore.Options{Logger: hlog, Metrics: s.metrics.wal, SegmentBytes: s.cfg.WALSegmentMB << 20, OnDiskFull: s.onDiskFull})
@@ -65,19 +66,19 @@ func (s *Service) startRaft() error {
 	if err := checkLogCovered(dir, store, snaps); err != nil {
 		return err
 	}
-	stream, err := newStreamLayer(s.cfg.RaftAddr)
+	stream, err := replica.NewStreamLayer(s.cfg.RaftAddr)
 	if err != nil {
 		return err
 	}
 	if s.cfg.TestFaultFile != "" {
 		// Before any connection: the hook tracks them all.
-		stream.enableTestFaults(s.cfg.TestFaultFile, s.log, s.ctx.Done())
+		stream.EnableTestFaults(s.cfg.TestFaultFile, s.log, s.ctx.Done())
 	}
 	// With RaftTLS, Raft's streams run over mutual TLS on top of the TCP
 	// layer; the fault switch still acts on the TCP layer underneath.
 	var layer raft.StreamLayer = stream
-	if s.cfg.RaftTLS.enabled() {
-		tl, err := newTLSStreamLayer(stream, s.cfg.RaftTLS, s.log.With("component", "raft-tls"))
+	if s.cfg.RaftTLS.Enabled() {
+		tl, err := replica.NewTLSStreamLayer(stream, s.cfg.RaftTLS, s.log.With("component", "raft-tls"))
 		if err != nil {
 			stream.Close()
 			return err
@@ -145,7 +146,7 @@ func (s *Service) startRaft() error {
 	if err != nil {
 		return fmt.Errorf("read the raft log: %w", err)
 	}
-	s.sm.countFrom = last
+	s.sm.CountFrom = last
 	s.lastAtStart = last
 	// A restarting node answers for itself on the bus from here, with what
 	// it is doing: restoring its snapshot can take a while, and meanwhile
@@ -167,14 +168,14 @@ func (s *Service) startRaft() error {
 	if err != nil {
 		return fmt.Errorf("raft log cache: %w", err)
 	}
-	// Raft restores the newest snapshot inside NewRaft; raftFSM and
-	// sizedSnapshots report how far it has read (raftfsm.go).
-	r, err := raft.NewRaft(conf, raftFSM{stateMachine: s.sm, restore: &s.restore, pause: s.pause}, logs, store, sizedSnapshots{SnapshotStore: snaps, restore: &s.restore}, s.trans)
+	// Raft restores the newest snapshot inside NewRaft; replica.FSM and
+	// replica.SizedSnapshots report how far it has read.
+	r, err := raft.NewRaft(conf, replica.FSM{StateMachine: s.sm, Progress: &s.restore, Pause: s.pause}, logs, store, replica.SizedSnapshots{SnapshotStore: snaps, Progress: &s.restore}, s.trans)
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}
-	s.reads = newReadBarrier(r, appliedWaiter{applied: &s.sm.applied, log: store}, &s.clock, s.cfg.ApplyTimeout)
-	s.replayFrom = s.sm.applied.get()
+	s.reads = newReadBarrier(r, replica.AppliedWaiter{Applied: &s.sm.Applied, Log: store}, &s.clock, s.cfg.ApplyTimeout)
+	s.replayFrom = s.sm.Applied.Get()
 	s.raft = r
 	// Before anything can make it leader.
 	s.goRun(s.metrics.countLeaderChanges(r))

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/service/replica"
 )
 
 // readBarrier makes reads linearizable without writing to the log. Reads
@@ -22,7 +23,7 @@ import (
 // behind it, and the lease clock.
 type readBarrier struct {
 	raft    leaderConfirmer
-	applied appliedWaiter
+	applied replica.AppliedWaiter
 	clock   clockReader
 	// timeout bounds a read's wait for its confirmation, and the wait for
 	// the applied index within one.
@@ -45,7 +46,7 @@ type clockReader interface {
 }
 
 // newReadBarrier returns a read barrier over r, applied and clock.
-func newReadBarrier(r leaderConfirmer, applied appliedWaiter, clock clockReader, timeout time.Duration) *readBarrier {
+func newReadBarrier(r leaderConfirmer, applied replica.AppliedWaiter, clock clockReader, timeout time.Duration) *readBarrier {
 	return &readBarrier{raft: r, applied: applied, clock: clock, timeout: timeout}
 }
 
@@ -108,5 +109,5 @@ func (b *readBarrier) confirm() *schema.Error {
 	if err := b.raft.VerifyLeader().Error(); err != nil {
 		return schema.Errorf(schema.ErrNotLeader, "this node is no longer the leader")
 	}
-	return b.applied.wait(commit, b.timeout)
+	return b.applied.Wait(commit, b.timeout)
 }

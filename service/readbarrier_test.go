@@ -12,6 +12,8 @@ import (
 
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/service/internal/testwait"
+	"github.com/concord-io/concord/service/replica"
 )
 
 // inmemNode is a single-node Raft with its log in memory and the real
@@ -19,13 +21,13 @@ import (
 type inmemNode struct {
 	raft  *raft.Raft
 	store *raft.InmemStore
-	sm    *stateMachine
+	sm    *replica.StateMachine
 	clock leaseClock
 }
 
 func startInmemNode(t *testing.T) *inmemNode {
 	t.Helper()
-	n := &inmemNode{store: raft.NewInmemStore(), sm: newStateMachine(func(uint64, []schema.Event) {})}
+	n := &inmemNode{store: raft.NewInmemStore(), sm: replica.NewStateMachine(func(uint64, []schema.Event) {})}
 	addr, trans := raft.NewInmemTransport("")
 	conf := raft.DefaultConfig()
 	conf.LocalID = "n1"
@@ -41,7 +43,7 @@ func startInmemNode(t *testing.T) *inmemNode {
 	if err := r.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{ID: "n1", Address: addr}}}).Error(); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the node leads", func() bool { return r.State() == raft.Leader })
+	testwait.Until(t, "the node leads", func() bool { return r.State() == raft.Leader })
 	if err := r.Barrier(5 * time.Second).Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +57,7 @@ type discard struct{}
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 func (n *inmemNode) barrier() *readBarrier {
-	return newReadBarrier(n.raft, appliedWaiter{applied: &n.sm.applied, log: n.store}, &n.clock, 5*time.Second)
+	return newReadBarrier(n.raft, replica.AppliedWaiter{Applied: &n.sm.Applied, Log: n.store}, &n.clock, 5*time.Second)
 }
 
 // Every confirmed read sees at least the commit index of the moment it
@@ -90,14 +92,14 @@ func TestReadBarrierSeesTheCommitIndexAtArrival(t *testing.T) {
 	// never sees, so its applied index rightly stays below the commit
 	// index (TestAppliedWaiterSkipsNonCommandTail covers that case).
 	first := n.raft.LastIndex()
-	waitUntil(t, "the first write is applied", func() bool { return n.sm.applied.get() > first })
+	testwait.Until(t, "the first write is applied", func() bool { return n.sm.Applied.Get() > first })
 	concurrently(t, 8, func(int) error {
 		for i := 0; i < 50; i++ {
 			arrived := n.raft.CommitIndex()
 			if _, e := b.now(context.Background(), false); e != nil {
 				return e
 			}
-			if got := n.sm.applied.get(); got < arrived {
+			if got := n.sm.Applied.Get(); got < arrived {
 				return fmt.Errorf("read served at applied index %d, below the commit index %d at its arrival", got, arrived)
 			}
 		}
@@ -120,45 +122,6 @@ func TestReadBarrierRefusesWithoutLeadership(t *testing.T) {
 		if _, e := b.now(context.Background(), serializable); e == nil || e.Name != schema.ErrNotLeader {
 			t.Fatalf("serializable %v with the clock stopped: %v, want not_leader", serializable, e)
 		}
-	}
-}
-
-// A tail of entries the state machine never sees does not hold a read up;
-// a command it has not applied does, until the timeout.
-func TestAppliedWaiterSkipsNonCommandTail(t *testing.T) {
-	store := raft.NewInmemStore()
-	applied := newAppliedIndex()
-	applied.set(3)
-	logs := []*raft.Log{
-		{Index: 3, Type: raft.LogCommand},
-		{Index: 4, Type: raft.LogNoop},
-		{Index: 5, Type: raft.LogBarrier},
-	}
-	if err := store.StoreLogs(logs); err != nil {
-		t.Fatal(err)
-	}
-	w := appliedWaiter{applied: &applied, log: store}
-	if e := w.wait(5, time.Minute); e != nil {
-		t.Fatalf("no-op tail: %v", e)
-	}
-	if err := store.StoreLog(&raft.Log{Index: 6, Type: raft.LogCommand}); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	if e := w.wait(6, 50*time.Millisecond); e == nil || e.Name != schema.ErrUnavailable {
-		t.Fatalf("unapplied command: %v, want unavailable", e)
-	}
-	if time.Since(start) < 50*time.Millisecond {
-		t.Fatal("gave up before the timeout")
-	}
-	done := make(chan *schema.Error, 1)
-	go func() { done <- w.wait(6, time.Minute) }()
-	applied.set(6)
-	if e := <-done; e != nil {
-		t.Fatalf("after applying: %v", e)
-	}
-	if e := (appliedWaiter{applied: &applied, log: store}).wait(9, time.Minute); e == nil || e.Name != schema.ErrUnavailable {
-		t.Fatalf("a missing log entry: %v, want unavailable", e)
 	}
 }
 
@@ -194,18 +157,18 @@ func testReadBatches(t *testing.T, lost bool) {
 	if lost {
 		leader.err = raft.ErrNotLeader
 	}
-	applied := newAppliedIndex()
+	applied := replica.NewAppliedIndex()
 	var clock leaseClock
 	clock.startAt(0)
-	b := newReadBarrier(leader, appliedWaiter{applied: &applied, log: raft.NewInmemStore()}, &clock, 5*time.Second)
+	b := newReadBarrier(leader, replica.AppliedWaiter{Applied: &applied, Log: raft.NewInmemStore()}, &clock, 5*time.Second)
 	const reads = 20
 	errs := make(chan *schema.Error, reads)
 	go func() { _, e := b.now(context.Background(), false); errs <- e }()
-	waitUntil(t, "the first check starts", func() bool { return leader.calls.Load() == 1 })
+	testwait.Until(t, "the first check starts", func() bool { return leader.calls.Load() == 1 })
 	for i := 1; i < reads; i++ {
 		go func() { _, e := b.now(context.Background(), false); errs <- e }()
 	}
-	waitUntil(t, "the reads queue", func() bool {
+	testwait.Until(t, "the reads queue", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		return len(b.waiters) == reads-1

@@ -1,6 +1,9 @@
 package service
 
 import (
+	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/concord-io/concord/fsm"
@@ -15,9 +18,19 @@ import (
 // encoding/json; "pooled" is handleGet's now: a reused record slice
 // (GetQuery.Into) and KVGetReply.AppendJSON into a reused buffer.
 func BenchmarkListingPage(b *testing.B) {
-	m, _ := loadPrefix(b, 100_000)
+	st := fsm.New()
+	value := json.RawMessage(`"` + strings.Repeat("v", 98) + `"`)
+	for i := 0; i < 100_000; i++ {
+		data, err := fsm.Encode(1000, &fsm.Put{Key: fmt.Sprintf("r.%07d", i), Value: value})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r := st.Apply(data); r.Err != nil {
+			b.Fatal(r.Err)
+		}
+	}
 	q := fsm.GetQuery{Key: "r.", IsPrefix: true, Limit: 10_000, MaxBytes: (1 << 20) - decode.ReplyHeadroom}
-	v := m.view()
+	v := st.View()
 	var size int
 	b.Run("reflect", func(b *testing.B) {
 		for b.Loop() {

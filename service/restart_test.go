@@ -78,7 +78,7 @@ func TestCaughtUpAfterReplay(t *testing.T) {
 	t.Cleanup(func() { s.Close() })
 	waitCaughtUp(t, s)
 	var keys int
-	s.sm.read(func(st *fsm.State) { keys = st.KeyCount() })
+	s.sm.Read(func(st *fsm.State) { keys = st.KeyCount() })
 	if keys != 50 {
 		t.Fatalf("caught up with %d keys, want the 50 the log held", keys)
 	}

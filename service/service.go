@@ -18,6 +18,7 @@ import (
 	"github.com/concord-io/concord/service/decode"
 	"github.com/concord-io/concord/service/loglimit"
 	"github.com/concord-io/concord/service/logstore"
+	"github.com/concord-io/concord/service/replica"
 	"github.com/concord-io/concord/subjects"
 )
 
@@ -48,7 +49,7 @@ type Service struct {
 	raftLayer raft.StreamLayer
 	trans     *raft.NetworkTransport
 	raft      *raft.Raft
-	sm        *stateMachine
+	sm        *replica.StateMachine
 	// proposer groups the commands of concurrent requests into log entries.
 	proposer *proposer
 	// formats turns batching on while every member reads batch entries.
@@ -97,7 +98,7 @@ type Service struct {
 	// phase is the startPhase until Raft runs (startup.go).
 	phase atomic.Int32
 	// restore is the progress of the snapshot restore that runs, if any.
-	restore restoreProgress
+	restore replica.RestoreProgress
 	// replayFrom is the applied index when Raft started (what the
 	// snapshot restored) and lastAtStart the last index of the log then:
 	// a restart replays the entries between them. Set before raftStarted.
@@ -114,8 +115,8 @@ type Service struct {
 	// stopping is set when Close begins.
 	stopping atomic.Bool
 	// pause is the test hook that holds a snapshot restore or write
-	// (testhook_pause.go); nil unless a test set one.
-	pause *testPause
+	// (replica.TestPause); nil unless a test set one.
+	pause *replica.TestPause
 	// nodeInfoSubscribed is set once this node answers for itself; only
 	// start-up touches it.
 	nodeInfoSubscribed bool
@@ -223,14 +224,14 @@ func (s *Service) start() error {
 		return fmt.Errorf("watch event connection: %w", natsConnectError(url, s.ns != nil, err))
 	}
 	s.pub = newPublisher(s.eventsNC, s.names, s.log, s.metrics.watchEvents)
-	s.sm = newStateMachine(s.pub.enqueue)
-	s.sm.onResult = s.observeApplied
-	s.sm.onSnapshot = s.metrics.observeSnapshot
-	s.sm.snapshotVersion = s.snapshotVersion
+	s.sm = replica.NewStateMachine(s.pub.enqueue)
+	s.sm.OnResult = s.observeApplied
+	s.sm.OnSnapshot = s.metrics.observeSnapshot
+	s.sm.SnapshotVersion = s.snapshotVersion
 	s.goRun(s.pub.run)
 	s.probePrefix = nats.NewInbox()
 	if s.cfg.TestPauseFile != "" {
-		s.pause = &testPause{path: s.cfg.TestPauseFile, log: s.log, done: s.ctx.Done()}
+		s.pause = replica.NewTestPause(s.cfg.TestPauseFile, s.log, s.ctx.Done())
 	}
 	// From here on the node is never silent: until it serves, the standby
 	// answers requests with what it is doing, and /readyz says the same.
@@ -245,8 +246,8 @@ func (s *Service) start() error {
 	}
 	s.goRun(s.runBusWatch)
 	s.goRun(s.runLeadership)
-	s.goRun(snapshotTrigger{sm: s.sm, raft: s.raft, caughtUp: s.caughtUp,
-		threshold: s.cfg.SnapshotThreshold, interval: s.cfg.SnapshotInterval, log: s.log}.run)
+	s.goRun(replica.SnapshotTrigger{SM: s.sm, Raft: s.raft, CaughtUp: s.caughtUp,
+		Threshold: s.cfg.SnapshotThreshold, Interval: s.cfg.SnapshotInterval, Log: s.log}.Run)
 	s.goRun(s.watchCaughtUp)
 	s.log.Info("concord started", "node", s.cfg.NodeID, "nats", url, "raft", s.cfg.RaftAddr, "data_dir", s.cfg.DataDir, "prefix", s.cfg.SubjectPrefix)
 	return nil

@@ -145,7 +145,7 @@ func TestConcurrentClientsKeepStateConsistent(t *testing.T) {
 		return nil
 	})
 	var count int
-	s.sm.read(func(st *fsm.State) { count = st.KeyCount() })
+	s.sm.Read(func(st *fsm.State) { count = st.KeyCount() })
 	if count != clients*rounds {
 		t.Fatalf("%d keys, want %d", count, clients*rounds)
 	}

@@ -37,7 +37,7 @@ var phaseText = map[startPhase]string{
 // every entry it knows to be committed applied. A follower's "" is not
 // readiness: Ready also compares with the leader's commit index.
 func (s *Service) activity() string {
-	if d := s.restore.describe(); d != "" {
+	if d := s.restore.Describe(); d != "" {
 		return d
 	}
 	if !s.raftStarted.Load() {
@@ -47,7 +47,7 @@ func (s *Service) activity() string {
 	if leader == "" {
 		return "waiting for a leader"
 	}
-	applied, commit := s.sm.applied.get(), s.raft.CommitIndex()
+	applied, commit := s.sm.Applied.Get(), s.raft.CommitIndex()
 	if leader == raft.ServerID(s.cfg.NodeID) {
 		if s.serving() {
 			return ""
@@ -71,7 +71,7 @@ func (s *Service) applyTarget(applied, index uint64) uint64 {
 	if applied >= index {
 		return applied
 	}
-	last, err := s.reads.applied.lastFSMEntry(applied, index)
+	last, err := s.reads.applied.LastFSMEntry(applied, index)
 	if err != nil {
 		return index
 	}

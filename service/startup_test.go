@@ -11,12 +11,11 @@ import (
 // runs, and its start-up phase otherwise.
 func TestActivityBeforeRaft(t *testing.T) {
 	s := &Service{}
-	s.restore.begin(2000)
-	s.restore.done.Store(1000)
-	if got := s.activity(); got != "restoring snapshot, 1.0 kB of 2.0 kB" {
+	s.restore.Begin(2000)
+	if got := s.activity(); got != "restoring snapshot, 0 B of 2.0 kB" {
 		t.Errorf("activity during a restore: %q", got)
 	}
-	s.restore.end()
+	s.restore.End()
 	s.phase.Store(int32(phaseCheckingBus))
 	if got := s.activity(); got != "checking the NATS bus for other clusters" {
 		t.Errorf("activity while checking the bus: %q", got)

@@ -1,10 +1,9 @@
-package service
+package replica
 
 import (
 	"encoding/json"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -57,16 +56,16 @@ func batchLog(t testing.TB, index uint64, keys ...string) *raft.Log {
 // snapshot pays what it holds and no more, a failed one pays nothing, and
 // a restore starts from nothing.
 func TestReplayDebtCountsCommands(t *testing.T) {
-	m := newStateMachine(func(uint64, []schema.Event) {})
+	m := NewStateMachine(func(uint64, []schema.Event) {})
 	debt := func(want uint64) {
 		t.Helper()
-		if got, _ := m.replayDebt(); got != want {
+		if got, _ := m.ReplayDebt(); got != want {
 			t.Fatalf("replay debt %d, want %d", got, want)
 		}
 	}
 	m.ApplyBatch([]*raft.Log{putLog(t, 1, "a"), batchLog(t, 2, "b", "c", "d")})
 	debt(4)
-	if _, records := m.replayDebt(); records < 4 {
+	if _, records := m.ReplayDebt(); records < 4 {
 		t.Fatalf("%d records for 4 keys", records)
 	}
 	snap, err := m.Snapshot()
@@ -106,38 +105,3 @@ func TestReplayDebtCountsCommands(t *testing.T) {
 type failingSink struct{ raft.SnapshotSink }
 
 func (failingSink) Write([]byte) (int, error) { return 0, fmt.Errorf("disk full") }
-
-// A node asks for a snapshot once the commands since the last one reach
-// the threshold, though Raft itself would check only after an hour.
-func TestSnapshotByCommandCount(t *testing.T) {
-	s, nc := startTest(t, func(c *Config) {
-		c.SnapshotThreshold = 100
-		c.SnapshotInterval = time.Hour
-	})
-	for i := range 120 {
-		if e := request(t, nc, "concord.kv.put", map[string]any{"key": fmt.Sprintf("k%03d", i), "value": i}, nil); e != nil {
-			t.Fatalf("put: %v", e)
-		}
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		snaps, err := s.snaps.List()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(snaps) > 0 {
-			if snaps[0].Index < 100 {
-				t.Fatalf("snapshot at index %d, before the threshold of 100 commands", snaps[0].Index)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			commands, records := s.sm.replayDebt()
-			t.Fatalf("no snapshot after 120 puts with a threshold of 100 (debt %d commands, %d records)", commands, records)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if commands, _ := s.sm.replayDebt(); commands >= 100 {
-		t.Fatalf("replay debt %d after the snapshot", commands)
-	}
-}

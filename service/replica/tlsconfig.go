@@ -1,4 +1,4 @@
-package service
+package replica
 
 import (
 	"crypto/tls"
@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// RaftTLS names the PEM files that put Raft's traffic on mutual TLS. Set
+// TLSFiles names the PEM files that put Raft's traffic on mutual TLS. Set
 // all three to turn it on, or none to keep Raft on plain TCP; anything in
 // between is a configuration error.
 //
@@ -22,7 +22,7 @@ import (
 // as 10.0.0.5:7422, a DNS SAN for a name such as n1.concord.internal:7422.
 // Any certificate the CA signed is a member's: the CA is the trust
 // boundary, so give Raft a CA of its own.
-type RaftTLS struct {
+type TLSFiles struct {
 	// CertFile holds this node's certificate, optionally followed by
 	// intermediates.
 	CertFile string
@@ -33,9 +33,9 @@ type RaftTLS struct {
 	CAFile string
 }
 
-// ErrRaftTLS reports Raft TLS files that are incomplete, unreadable or do
+// ErrTLS reports Raft TLS files that are incomplete, unreadable or do
 // not fit together.
-var ErrRaftTLS = errors.New("raft TLS")
+var ErrTLS = errors.New("raft TLS")
 
 // raftTLSMinVersion is the oldest TLS version Raft accepts. Only Concord
 // nodes speak on the Raft port, so there is no older peer to wait for.
@@ -45,15 +45,15 @@ const raftTLSMinVersion = tls.VersionTLS13
 // that a peer that connects and sends nothing holds nothing for long.
 const raftTLSHandshakeTimeout = 10 * time.Second
 
-// enabled reports whether any of the files is set; check insists on all.
-func (t RaftTLS) enabled() bool {
+// Enabled reports whether any of the files is set; check insists on all.
+func (t TLSFiles) Enabled() bool {
 	return t.CertFile != "" || t.KeyFile != "" || t.CAFile != ""
 }
 
-// check loads the files as load does and reports the first problem, so a
+// Check loads the files as load does and reports the first problem, so a
 // node with a bad certificate refuses to start before it opens anything.
-func (t RaftTLS) check() error {
-	if !t.enabled() {
+func (t TLSFiles) Check() error {
+	if !t.Enabled() {
 		return nil
 	}
 	_, _, err := t.load()
@@ -67,38 +67,38 @@ func (t RaftTLS) check() error {
 // also verifies the node's own certificate against the CA for both uses,
 // so a mismatched file set fails here with a clear error instead of in
 // every handshake.
-func (t RaftTLS) load() (server, client *tls.Config, err error) {
+func (t TLSFiles) load() (server, client *tls.Config, err error) {
 	switch {
 	case t.CertFile == "":
-		return nil, nil, fmt.Errorf("%w: a certificate is required (--raft-tls-cert) with --raft-tls-key and --raft-tls-ca", ErrRaftTLS)
+		return nil, nil, fmt.Errorf("%w: a certificate is required (--raft-tls-cert) with --raft-tls-key and --raft-tls-ca", ErrTLS)
 	case t.KeyFile == "":
-		return nil, nil, fmt.Errorf("%w: a private key is required (--raft-tls-key) with --raft-tls-cert and --raft-tls-ca", ErrRaftTLS)
+		return nil, nil, fmt.Errorf("%w: a private key is required (--raft-tls-key) with --raft-tls-cert and --raft-tls-ca", ErrTLS)
 	case t.CAFile == "":
-		return nil, nil, fmt.Errorf("%w: a CA is required (--raft-tls-ca) with --raft-tls-cert and --raft-tls-key", ErrRaftTLS)
+		return nil, nil, fmt.Errorf("%w: a CA is required (--raft-tls-ca) with --raft-tls-cert and --raft-tls-key", ErrTLS)
 	}
 	cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: certificate %s with key %s: %w", ErrRaftTLS, t.CertFile, t.KeyFile, err)
+		return nil, nil, fmt.Errorf("%w: certificate %s with key %s: %w", ErrTLS, t.CertFile, t.KeyFile, err)
 	}
 	pemCA, err := os.ReadFile(t.CAFile)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: read CA: %w", ErrRaftTLS, err)
+		return nil, nil, fmt.Errorf("%w: read CA: %w", ErrTLS, err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pemCA) {
-		return nil, nil, fmt.Errorf("%w: CA %s holds no PEM certificate", ErrRaftTLS, t.CAFile)
+		return nil, nil, fmt.Errorf("%w: CA %s holds no PEM certificate", ErrTLS, t.CAFile)
 	}
 	leaf := cert.Leaf
 	if leaf == nil { // LoadX509KeyPair fills Leaf since Go 1.23; be safe
 		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
-			return nil, nil, fmt.Errorf("%w: parse certificate %s: %w", ErrRaftTLS, t.CertFile, err)
+			return nil, nil, fmt.Errorf("%w: parse certificate %s: %w", ErrTLS, t.CertFile, err)
 		}
 	}
 	inter := x509.NewCertPool()
 	for _, der := range cert.Certificate[1:] {
 		c, err := x509.ParseCertificate(der)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: parse intermediate in %s: %w", ErrRaftTLS, t.CertFile, err)
+			return nil, nil, fmt.Errorf("%w: parse intermediate in %s: %w", ErrTLS, t.CertFile, err)
 		}
 		inter.AddCert(c)
 	}
@@ -106,7 +106,7 @@ func (t RaftTLS) load() (server, client *tls.Config, err error) {
 		opts := x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{usage}}
 		if _, err := leaf.Verify(opts); err != nil {
 			return nil, nil, fmt.Errorf("%w: certificate %s does not verify against CA %s for %s: %w",
-				ErrRaftTLS, t.CertFile, t.CAFile, usageName(usage), err)
+				ErrTLS, t.CertFile, t.CAFile, usageName(usage), err)
 		}
 	}
 	server = &tls.Config{

@@ -1,4 +1,4 @@
-package service
+package replica
 
 import (
 	"crypto/sha256"
@@ -16,11 +16,11 @@ import (
 	"github.com/concord-io/concord/service/datadir"
 )
 
-// stateMachine adapts fsm.State to raft.BatchingFSM. It owns the lock that
+// StateMachine adapts fsm.State to raft.BatchingFSM. It owns the lock that
 // lets request handlers read while Raft applies, tracks the index the state
 // has applied (raft.AppliedIndex counts entries handed to the FSM goroutine,
 // not applied ones), and passes each entry's events on in log order.
-type stateMachine struct {
+type StateMachine struct {
 	mu    sync.RWMutex
 	state *fsm.State
 	// cachedView is a view of state as it stands, taken by the first read
@@ -28,25 +28,25 @@ type stateMachine struct {
 	// nil when none was taken since. Guarded by mu.
 	cachedView *fsm.View
 
-	applied appliedIndex
+	Applied AppliedIndex
 	// onEvents is called from the Raft FSM goroutine, in log order, outside
 	// mu, with the term of the entry the events come from.
 	onEvents func(term uint64, events []schema.Event)
-	// onResult, when set, sees the result of every command after index
+	// OnResult, when set, sees the result of every command after index
 	// countFrom and the lease-clock time it applied at, on the FSM
 	// goroutine, outside mu (telemetry). Entries up to countFrom were in
 	// the log at start-up: Raft applies them again after a restart, and
 	// counting them again would count old activity as new.
-	onResult  func(r *fsm.Result, now int64)
-	countFrom uint64
+	OnResult  func(r *fsm.Result, now int64)
+	CountFrom uint64
 	// batchEntries counts the batch entries applied after countFrom.
 	batchEntries atomic.Uint64
-	// onSnapshot, when set, learns each persisted snapshot's duration and
+	// OnSnapshot, when set, learns each persisted snapshot's duration and
 	// size (telemetry).
-	onSnapshot func(d time.Duration, bytes int64)
-	// snapshotVersion, when set, says which snapshot version to write
+	OnSnapshot func(d time.Duration, bytes int64)
+	// SnapshotVersion, when set, says which snapshot version to write
 	// (fsm.Snapshot.WriteVersion); unset, the current one.
-	snapshotVersion func() int
+	SnapshotVersion func() int
 	// commands counts the commands applied by this process (each command
 	// of a batch entry, a restart's replay included), updated under mu;
 	// snapCommands is the count the newest snapshot holds, the one this
@@ -60,13 +60,20 @@ type stateMachine struct {
 	clockMoved time.Time
 }
 
-var _ raft.BatchingFSM = (*stateMachine)(nil)
+var _ raft.BatchingFSM = (*StateMachine)(nil)
 
-func newStateMachine(onEvents func(uint64, []schema.Event)) *stateMachine {
-	return &stateMachine{state: fsm.New(), onEvents: onEvents, applied: newAppliedIndex()}
+func NewStateMachine(onEvents func(uint64, []schema.Event)) *StateMachine {
+	return &StateMachine{state: fsm.New(), onEvents: onEvents, Applied: NewAppliedIndex()}
 }
 
-func (m *stateMachine) Apply(l *raft.Log) any {
+// Commands counts the commands this process applied, a restart's replay
+// included.
+func (m *StateMachine) Commands() uint64 { return m.commands.Load() }
+
+// BatchEntries counts the batch entries applied after CountFrom.
+func (m *StateMachine) BatchEntries() uint64 { return m.batchEntries.Load() }
+
+func (m *StateMachine) Apply(l *raft.Log) any {
 	return m.ApplyBatch([]*raft.Log{l})[0]
 }
 
@@ -74,7 +81,7 @@ func (m *stateMachine) Apply(l *raft.Log) any {
 // The response to a single-command entry is its *fsm.Result; to a batch
 // entry (fsm.IsBatch, built by the proposer), the []fsm.Result of its
 // commands in order.
-func (m *stateMachine) ApplyBatch(logs []*raft.Log) []any {
+func (m *StateMachine) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
 	results := make([][]fsm.Result, len(logs))
 	m.mu.Lock()
@@ -88,7 +95,7 @@ func (m *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 		m.commands.Add(uint64(len(rs)))
 		if fsm.IsBatch(l.Data) {
 			out[i] = rs
-			if l.Index > m.countFrom {
+			if l.Index > m.CountFrom {
 				m.batchEntries.Add(1)
 			}
 		} else {
@@ -100,7 +107,7 @@ func (m *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 	}
 	if len(logs) > 0 {
 		// Under the lock, so the applied index always matches the state.
-		m.applied.set(logs[len(logs)-1].Index)
+		m.Applied.set(logs[len(logs)-1].Index)
 		m.cachedView = nil
 	}
 	m.mu.Unlock()
@@ -111,19 +118,19 @@ func (m *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 				m.onEvents(logs[i].Term, r.Events)
 			}
 			// Telemetry counts commands, not entries.
-			if m.onResult != nil && logs[i].Index > m.countFrom {
-				m.onResult(r, r.Now)
+			if m.OnResult != nil && logs[i].Index > m.CountFrom {
+				m.OnResult(r, r.Now)
 			}
 		}
 	}
 	return out
 }
 
-// sinceClockMoved is how long ago the last entry that advanced the lease
+// SinceClockMoved is how long ago the last entry that advanced the lease
 // clock was appended, by the wall clock (so across machines it includes
 // their skew), or since start when that is unknown (a state restored from a
 // snapshot alone).
-func (m *stateMachine) sinceClockMoved(start time.Time) time.Duration {
+func (m *StateMachine) SinceClockMoved(start time.Time) time.Duration {
 	m.mu.RLock()
 	t := m.clockMoved
 	m.mu.RUnlock()
@@ -133,22 +140,22 @@ func (m *stateMachine) sinceClockMoved(start time.Time) time.Duration {
 	return time.Since(t)
 }
 
-// read runs f with the state locked for reading: Apply waits until f
+// Read runs f with the state locked for reading: Apply waits until f
 // returns, so f must be short (a look-up, not a walk over many keys).
-func (m *stateMachine) read(f func(*fsm.State)) {
+func (m *StateMachine) Read(f func(*fsm.State)) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	f(m.state)
 }
 
-// view returns a point-in-time view of the state as it stands, for a read
-// that walks many keys: it runs on the view without the lock, so Apply
-// does not wait for it. Taking a view holds the lock for a moment (a btree
+// View returns a point-in-time View of the state as it stands, for a read
+// that walks many keys: it runs on the View without the lock, so Apply
+// does not wait for it. Taking a View holds the lock for a moment (a btree
 // Clone writes to the tree it clones, so not under the read lock), and
 // makes the next writes copy the tree nodes on their paths, so a read that
 // looks one thing up uses read instead. Reads between two applies share
-// one view.
-func (m *stateMachine) view() *fsm.View {
+// one View.
+func (m *StateMachine) View() *fsm.View {
 	m.mu.RLock()
 	v := m.cachedView
 	m.mu.RUnlock()
@@ -163,12 +170,12 @@ func (m *stateMachine) view() *fsm.View {
 	return m.cachedView
 }
 
-// digest returns the applied index and revision and, when withHash, the
+// Digest returns the applied index and revision and, when withHash, the
 // SHA-256 of the state's snapshot encoding at that index: replicas that
 // applied the same log agree on it.
-func (m *stateMachine) digest(withHash bool) (applied uint64, revision int64, hash string) {
+func (m *StateMachine) Digest(withHash bool) (applied uint64, revision int64, hash string) {
 	m.mu.Lock()
-	applied, revision = m.applied.get(), m.state.Revision()
+	applied, revision = m.Applied.Get(), m.state.Revision()
 	var snap *fsm.Snapshot
 	if withHash {
 		snap = m.state.Snapshot()
@@ -185,22 +192,22 @@ func (m *stateMachine) digest(withHash bool) (applied uint64, revision int64, ha
 
 // Snapshot takes an O(1) copy-on-write snapshot. Raft calls it on the FSM
 // goroutine, between applies, so the applied index matches the state.
-func (m *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
+func (m *StateMachine) Snapshot() (raft.FSMSnapshot, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	commands := m.commands.Load()
-	return &fsmSnapshot{index: m.applied.get(), snap: m.state.Snapshot(), onPersisted: func(d time.Duration, bytes int64) {
+	return &fsmSnapshot{index: m.Applied.Get(), snap: m.state.Snapshot(), onPersisted: func(d time.Duration, bytes int64) {
 		m.snapshotHolds(commands)
-		if m.onSnapshot != nil {
-			m.onSnapshot(d, bytes)
+		if m.OnSnapshot != nil {
+			m.OnSnapshot(d, bytes)
 		}
-	}, version: m.snapshotVersion}, nil
+	}, version: m.SnapshotVersion}, nil
 }
 
 // snapshotHolds records that the newest snapshot holds the first n
 // commands this process applied. It never moves back: a follower may
 // install a newer snapshot while an older one is still being written.
-func (m *stateMachine) snapshotHolds(n uint64) {
+func (m *StateMachine) snapshotHolds(n uint64) {
 	for {
 		old := m.snapCommands.Load()
 		if n <= old || m.snapCommands.CompareAndSwap(old, n) {
@@ -209,10 +216,10 @@ func (m *stateMachine) snapshotHolds(n uint64) {
 	}
 }
 
-// replayDebt is how many commands were applied since the newest snapshot,
+// ReplayDebt is how many commands were applied since the newest snapshot,
 // which a restart would apply again, and how many records (keys and the
 // history's changes) the state holds, which a restart restores.
-func (m *stateMachine) replayDebt() (commands, records uint64) {
+func (m *StateMachine) ReplayDebt() (commands, records uint64) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	records = uint64(m.state.KeyCount()) + uint64(m.state.HistoryChanges())
@@ -220,7 +227,7 @@ func (m *stateMachine) replayDebt() (commands, records uint64) {
 }
 
 // Restore replaces the state from a snapshot written by fsmSnapshot.Persist.
-func (m *stateMachine) Restore(rc io.ReadCloser) error {
+func (m *StateMachine) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	applied, err := datadir.ReadSnapshotFrame(rc)
 	if err != nil {
@@ -234,7 +241,7 @@ func (m *stateMachine) Restore(rc io.ReadCloser) error {
 	m.state, m.cachedView = ns, nil
 	m.snapshotHolds(m.commands.Load())
 	m.mu.Unlock()
-	m.applied.set(applied)
+	m.Applied.set(applied)
 	return nil
 }
 
@@ -279,19 +286,20 @@ func (f *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 
 func (f *fsmSnapshot) Release() {}
 
-// appliedIndex is a monotonic index that goroutines can wait on.
-type appliedIndex struct {
+// AppliedIndex is a monotonic index that goroutines can wait on.
+type AppliedIndex struct {
 	mu    sync.Mutex
 	index uint64
 	// changed is closed and replaced whenever index advances.
 	changed chan struct{}
 }
 
-func newAppliedIndex() appliedIndex {
-	return appliedIndex{changed: make(chan struct{})}
+// NewAppliedIndex returns an applied index at 0.
+func NewAppliedIndex() AppliedIndex {
+	return AppliedIndex{changed: make(chan struct{})}
 }
 
-func (a *appliedIndex) set(i uint64) {
+func (a *AppliedIndex) set(i uint64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if i <= a.index {
@@ -302,23 +310,23 @@ func (a *appliedIndex) set(i uint64) {
 	a.changed = make(chan struct{})
 }
 
-func (a *appliedIndex) get() uint64 {
+func (a *AppliedIndex) Get() uint64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.index
 }
 
-// waitCh returns the current index and a channel closed when it advances.
-func (a *appliedIndex) waitCh() (uint64, <-chan struct{}) {
+// WaitCh returns the current index and a channel closed when it advances.
+func (a *AppliedIndex) WaitCh() (uint64, <-chan struct{}) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.index, a.changed
 }
 
-// backupSnapshot takes the fsm snapshot together with the applied index and
+// BackupSnapshot takes the fsm snapshot together with the applied index and
 // revision it holds, under the lock Apply takes, so the three agree.
-func (m *stateMachine) backupSnapshot() (snap *fsm.Snapshot, applied uint64, revision int64) {
+func (m *StateMachine) BackupSnapshot() (snap *fsm.Snapshot, applied uint64, revision int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.state.Snapshot(), m.applied.get(), m.state.Revision()
+	return m.state.Snapshot(), m.Applied.Get(), m.state.Revision()
 }

@@ -1,4 +1,4 @@
-package service
+package replica
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 	"github.com/concord-io/concord/service/loglimit"
 )
 
-// newRaftLogger returns an hclog.Logger whose lines land in log. hclog
+// NewRaftLogger returns an hclog.Logger whose lines land in log. hclog
 // writes JSON; the writer turns each line back into a structured record.
-func newRaftLogger(log *slog.Logger) hclog.Logger {
+func NewRaftLogger(log *slog.Logger) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{
 		Name:       "raft",
 		Level:      hclog.Info,

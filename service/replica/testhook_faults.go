@@ -1,4 +1,4 @@
-package service
+package replica
 
 import (
 	"encoding/json"
@@ -101,10 +101,10 @@ type faultFile struct {
 	Block []string `json:"block"`
 }
 
-// enableTestFaults switches the fault switch on, driven by the file at
+// EnableTestFaults switches the fault switch on, driven by the file at
 // path until done is closed. Call it before the layer accepts or dials
 // anything: the switch tracks every connection from then on.
-func (s *streamLayer) enableTestFaults(path string, log *slog.Logger, done <-chan struct{}) {
+func (s *StreamLayer) EnableTestFaults(path string, log *slog.Logger, done <-chan struct{}) {
 	s.testFaults = newTestFaults()
 	go watchFaults(path, s.testFaults, log, done)
 }

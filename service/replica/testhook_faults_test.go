@@ -1,4 +1,4 @@
-package service
+package replica
 
 import (
 	"errors"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/concord-io/concord/service/internal/testwait"
 )
 
 // Without the test hook the stream layer hands out the plain TCP
@@ -65,7 +67,7 @@ func TestFaultFileBlocksAndHeals(t *testing.T) {
 		}
 	}
 	write(`{"block":["` + string(peer) + `"]}`)
-	waitUntil(t, "the link is blocked", func() bool {
+	testwait.Until(t, "the link is blocked", func() bool {
 		_, err := a.Dial(peer, time.Second)
 		return errors.Is(err, errBlocked)
 	})
@@ -75,7 +77,7 @@ func TestFaultFileBlocksAndHeals(t *testing.T) {
 		t.Fatalf("a connection survived the fault switch: read %v", err)
 	}
 	write(`{"block":[]}`)
-	waitUntil(t, "the link heals", func() bool {
+	testwait.Until(t, "the link heals", func() bool {
 		c, err := a.Dial(peer, time.Second)
 		if err == nil {
 			c.Close()
@@ -85,9 +87,9 @@ func TestFaultFileBlocksAndHeals(t *testing.T) {
 }
 
 // newPlainLayer listens on a free loopback port.
-func newPlainLayer(t *testing.T) *streamLayer {
+func newPlainLayer(t *testing.T) *StreamLayer {
 	t.Helper()
-	l, err := newStreamLayer("127.0.0.1:0")
+	l, err := NewStreamLayer("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

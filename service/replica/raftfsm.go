@@ -1,4 +1,4 @@
-package service
+package replica
 
 import (
 	"fmt"
@@ -10,23 +10,23 @@ import (
 	"github.com/concord-io/concord/service/failpoint"
 )
 
-// restoreProgress is how far the running snapshot restore has read.
-type restoreProgress struct {
+// RestoreProgress is how far the running snapshot restore has read.
+type RestoreProgress struct {
 	active atomic.Bool
 	done   atomic.Int64
 	total  atomic.Int64 // -1 when unknown
 }
 
-func (p *restoreProgress) begin(total int64) {
+func (p *RestoreProgress) Begin(total int64) {
 	p.done.Store(0)
 	p.total.Store(total)
 	p.active.Store(true)
 }
 
-func (p *restoreProgress) end() { p.active.Store(false) }
+func (p *RestoreProgress) End() { p.active.Store(false) }
 
-// describe says how far the restore is, or "" when none runs.
-func (p *restoreProgress) describe() string {
+// Describe says how far the restore is, or "" when none runs.
+func (p *RestoreProgress) Describe() string {
 	if !p.active.Load() {
 		return ""
 	}
@@ -52,19 +52,19 @@ func formatBytes(n int64) string {
 	return fmt.Sprintf("%.1f %s", v, units[u])
 }
 
-// raftFSM is the state machine as Raft sees it: the stateMachine, with a
+// FSM is the state machine as Raft sees it: the stateMachine, with a
 // restore that reports its progress (and that the test hook can hold) and
 // snapshots whose writing the test hook can hold. It embeds the
 // stateMachine, so Raft still finds raft.BatchingFSM.
-type raftFSM struct {
-	*stateMachine
-	restore *restoreProgress
-	// pause, when set, is the test hook that can hold a restore or a
+type FSM struct {
+	*StateMachine
+	Progress *RestoreProgress
+	// Pause, when set, is the test hook that can hold a restore or a
 	// snapshot's writing part-way.
-	pause *testPause
+	Pause *TestPause
 }
 
-var _ raft.BatchingFSM = raftFSM{}
+var _ raft.BatchingFSM = FSM{}
 
 // Restore counts the bytes the state machine reads from the snapshot.
 // Raft restores at start (inside raft.NewRaft), when a follower installs
@@ -72,27 +72,27 @@ var _ raft.BatchingFSM = raftFSM{}
 // Raft hands the state machine its own wrapper of the opened snapshot, so
 // the size comes from the opened snapshot itself (sizedReader), once the
 // first read reaches it.
-func (f raftFSM) Restore(rc io.ReadCloser) error {
-	p := f.restore
-	p.begin(-1)
-	defer p.end()
+func (f FSM) Restore(rc io.ReadCloser) error {
+	p := f.Progress
+	p.Begin(-1)
+	defer p.End()
 	cr := &countingReader{ReadCloser: rc, p: p, atHalf: func() {
 		failpoint.Inject(failpoint.SnapshotRestore)
-		if f.pause != nil {
-			f.pause.hold(pauseRestore)
+		if f.Pause != nil {
+			f.Pause.hold(pauseRestore)
 		}
 	}}
-	return f.stateMachine.Restore(cr)
+	return f.StateMachine.Restore(cr)
 }
 
 // Snapshot hands Raft the state machine's snapshot; under the test hook,
 // one whose writing can be held part-way.
-func (f raftFSM) Snapshot() (raft.FSMSnapshot, error) {
-	snap, err := f.stateMachine.Snapshot()
-	if err != nil || f.pause == nil {
+func (f FSM) Snapshot() (raft.FSMSnapshot, error) {
+	snap, err := f.StateMachine.Snapshot()
+	if err != nil || f.Pause == nil {
 		return snap, err
 	}
-	return &holdingSnapshot{FSMSnapshot: snap, hold: func() { f.pause.hold(pausePersist) }}, nil
+	return &holdingSnapshot{FSMSnapshot: snap, hold: func() { f.Pause.hold(pausePersist) }}, nil
 }
 
 // countingReader adds what it reads to the restore's progress and calls
@@ -100,7 +100,7 @@ func (f raftFSM) Snapshot() (raft.FSMSnapshot, error) {
 // holds or kills the node there sees part of it read).
 type countingReader struct {
 	io.ReadCloser
-	p      *restoreProgress
+	p      *RestoreProgress
 	atHalf func()
 }
 
@@ -115,23 +115,23 @@ func (c *countingReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// sizedSnapshots is the snapshot store Raft uses: the file store, whose
+// SizedSnapshots is the snapshot store Raft uses: the file store, whose
 // opened snapshots tell a running restore their size. Raft opens a
 // snapshot to restore it and, on a leader, to send it to a follower; a
 // restore runs on a node that is not sending (at start, or on a follower),
 // so the snapshot read while a restore waits for its size is the one it
 // restores.
-type sizedSnapshots struct {
+type SizedSnapshots struct {
 	raft.SnapshotStore
-	restore *restoreProgress
+	Progress *RestoreProgress
 }
 
-func (s sizedSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
+func (s SizedSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
 	meta, rc, err := s.SnapshotStore.Open(id)
 	if err != nil {
 		return meta, rc, err
 	}
-	return meta, &sizedReader{ReadCloser: rc, size: meta.Size, restore: s.restore}, nil
+	return meta, &sizedReader{ReadCloser: rc, size: meta.Size, restore: s.Progress}, nil
 }
 
 // sizedReader is an opened snapshot that gives its size to the restore
@@ -139,7 +139,7 @@ func (s sizedSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, erro
 type sizedReader struct {
 	io.ReadCloser
 	size    int64
-	restore *restoreProgress
+	restore *RestoreProgress
 	told    bool
 }
 

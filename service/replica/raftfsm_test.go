@@ -1,4 +1,4 @@
-package service
+package replica
 
 import (
 	"bytes"
@@ -46,12 +46,12 @@ func snapshotBytes(t *testing.T) []byte {
 // snapshot, and records what the node says at every read.
 type watchedReader struct {
 	io.ReadCloser
-	p    *restoreProgress
+	p    *RestoreProgress
 	seen []string
 }
 
 func (w *watchedReader) Read(b []byte) (int, error) {
-	w.seen = append(w.seen, w.p.describe())
+	w.seen = append(w.seen, w.p.Describe())
 	return w.ReadCloser.Read(b)
 }
 
@@ -60,14 +60,14 @@ func (w *watchedReader) Read(b []byte) (int, error) {
 // done, it says nothing.
 func TestRestoreReportsProgress(t *testing.T) {
 	data := snapshotBytes(t)
-	var p restoreProgress
-	sm := newStateMachine(func(uint64, []schema.Event) {})
+	var p RestoreProgress
+	sm := NewStateMachine(func(uint64, []schema.Event) {})
 	opened := &sizedReader{ReadCloser: io.NopCloser(iotest.OneByteReader(bytes.NewReader(data))), size: int64(len(data)), restore: &p}
 	w := &watchedReader{ReadCloser: opened, p: &p}
-	if err := (raftFSM{stateMachine: sm, restore: &p}).Restore(w); err != nil {
+	if err := (FSM{StateMachine: sm, Progress: &p}).Restore(w); err != nil {
 		t.Fatal(err)
 	}
-	if got := sm.applied.get(); got != 42 {
+	if got := sm.Applied.Get(); got != 42 {
 		t.Fatalf("applied index %d after the restore, want 42", got)
 	}
 	total := formatBytes(int64(len(data)))
@@ -78,7 +78,7 @@ func TestRestoreReportsProgress(t *testing.T) {
 	if !strings.HasPrefix(mid, "restoring snapshot, ") || !strings.HasSuffix(mid, " of "+total) || mid == "restoring snapshot, 0 B of "+total {
 		t.Errorf("half-way: %q, want some of %s", mid, total)
 	}
-	if d := p.describe(); d != "" {
+	if d := p.Describe(); d != "" {
 		t.Errorf("after the restore: %q", d)
 	}
 }
@@ -97,12 +97,12 @@ func TestPauseHoldsRestore(t *testing.T) {
 	write(pauseRestore)
 	done := make(chan struct{})
 	defer close(done)
-	pause := &testPause{path: path, log: slog.New(slog.NewTextHandler(io.Discard, nil)), done: done}
-	var p restoreProgress
-	sm := newStateMachine(func(uint64, []schema.Event) {})
+	pause := NewTestPause(path, slog.New(slog.NewTextHandler(io.Discard, nil)), done)
+	var p RestoreProgress
+	sm := NewStateMachine(func(uint64, []schema.Event) {})
 	opened := &sizedReader{ReadCloser: io.NopCloser(iotest.OneByteReader(bytes.NewReader(data))), size: int64(len(data)), restore: &p}
 	restored := make(chan error, 1)
-	go func() { restored <- (raftFSM{stateMachine: sm, restore: &p, pause: pause}).Restore(opened) }()
+	go func() { restored <- (FSM{StateMachine: sm, Progress: &p, Pause: pause}).Restore(opened) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for p.done.Load() < int64(len(data))/2 {
 		if time.Now().After(deadline) {

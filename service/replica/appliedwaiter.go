@@ -1,4 +1,4 @@
-package service
+package replica
 
 import (
 	"time"
@@ -8,33 +8,33 @@ import (
 	"github.com/concord-io/concord/schema"
 )
 
-// appliedWaiter waits for the state machine's applied index to reach a
+// AppliedWaiter waits for the state machine's applied index to reach a
 // log index.
-type appliedWaiter struct {
-	applied *appliedIndex
-	// log is the Raft log the index refers to, read to skip entries the
+type AppliedWaiter struct {
+	Applied *AppliedIndex
+	// Log is the Raft Log the index refers to, read to skip entries the
 	// state machine never sees.
-	log logReader
+	Log LogReader
 }
 
-// logReader reads one entry of the Raft log; raft.LogStore is one.
-type logReader interface {
+// LogReader reads one entry of the Raft log; raft.LogStore is one.
+type LogReader interface {
 	GetLog(index uint64, log *raft.Log) error
 }
 
-// wait waits until the state machine has applied every entry up to target
+// Wait waits until the state machine has applied every entry up to target
 // that it will ever see. Raft does not hand no-op and barrier entries to
 // the FSM, so when the tail up to target holds only those, the state is
 // already current.
-func (w appliedWaiter) wait(target uint64, timeout time.Duration) *schema.Error {
+func (w AppliedWaiter) Wait(target uint64, timeout time.Duration) *schema.Error {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
-		applied, changed := w.applied.waitCh()
+		applied, changed := w.Applied.WaitCh()
 		if applied >= target {
 			return nil
 		}
-		last, err := w.lastFSMEntry(applied, target)
+		last, err := w.LastFSMEntry(applied, target)
 		if err != nil {
 			return schema.Errorf(schema.ErrUnavailable, "read the raft log: %v", err)
 		}
@@ -50,12 +50,12 @@ func (w appliedWaiter) wait(target uint64, timeout time.Duration) *schema.Error 
 	}
 }
 
-// lastFSMEntry returns the highest index in (from, to] of an entry that the
+// LastFSMEntry returns the highest index in (from, to] of an entry that the
 // FSM applies, or from when there is none.
-func (w appliedWaiter) lastFSMEntry(from, to uint64) (uint64, error) {
+func (w AppliedWaiter) LastFSMEntry(from, to uint64) (uint64, error) {
 	var l raft.Log
 	for i := to; i > from; i-- {
-		if err := w.log.GetLog(i, &l); err != nil {
+		if err := w.Log.GetLog(i, &l); err != nil {
 			return 0, err
 		}
 		if l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {

@@ -1,4 +1,4 @@
-package service
+package replica
 
 import (
 	"encoding/json"
@@ -31,16 +31,22 @@ type pauseFile struct {
 	Hold []string `json:"hold"`
 }
 
-// testPause reads the pause file at each point it may hold.
-type testPause struct {
+// TestPause reads the pause file at each point it may hold.
+type TestPause struct {
 	path string
 	log  *slog.Logger
 	done <-chan struct{}
 }
 
+// NewTestPause returns the pause switch driven by the file at path; a hold
+// ends when done closes.
+func NewTestPause(path string, log *slog.Logger, done <-chan struct{}) *TestPause {
+	return &TestPause{path: path, log: log, done: done}
+}
+
 // holds reports whether the file names point now; a missing or unreadable
 // file holds nothing.
-func (p *testPause) holds(point string) bool {
+func (p *TestPause) holds(point string) bool {
 	data, err := os.ReadFile(p.path)
 	if err != nil {
 		return false
@@ -54,7 +60,7 @@ func (p *testPause) holds(point string) bool {
 }
 
 // hold waits while the file names point, or until the node stops.
-func (p *testPause) hold(point string) {
+func (p *TestPause) hold(point string) {
 	if !p.holds(point) {
 		return
 	}

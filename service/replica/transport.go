@@ -1,4 +1,4 @@
-package service
+package replica
 
 import (
 	"crypto/tls"
@@ -12,10 +12,10 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// streamLayer is Raft's TCP stream layer. Tests may switch on a fault
+// StreamLayer is Raft's TCP stream layer. Tests may switch on a fault
 // switch (testFaults, testhook_faults.go) that cuts links to chosen peers;
 // in production it stays nil and the layer only listens and dials.
-type streamLayer struct {
+type StreamLayer struct {
 	ln        net.Listener
 	advertise net.Addr
 
@@ -25,9 +25,9 @@ type streamLayer struct {
 	testFaults *testFaults
 }
 
-var _ raft.StreamLayer = (*streamLayer)(nil)
+var _ raft.StreamLayer = (*StreamLayer)(nil)
 
-func newStreamLayer(bind string) (*streamLayer, error) {
+func NewStreamLayer(bind string) (*StreamLayer, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, fmt.Errorf("raft listener on %s: %w", bind, err)
@@ -46,7 +46,7 @@ func newStreamLayer(bind string) (*streamLayer, error) {
 		// must still be found there.
 		advertise = namedAddr(net.JoinHostPort(host, port))
 	}
-	return &streamLayer{ln: ln, advertise: advertise}, nil
+	return &StreamLayer{ln: ln, advertise: advertise}, nil
 }
 
 // namedAddr is a TCP address given by host name.
@@ -55,7 +55,7 @@ type namedAddr string
 func (a namedAddr) Network() string { return "tcp" }
 func (a namedAddr) String() string  { return string(a) }
 
-func (s *streamLayer) Accept() (net.Conn, error) {
+func (s *StreamLayer) Accept() (net.Conn, error) {
 	c, err := s.ln.Accept()
 	if err != nil {
 		return nil, err
@@ -67,10 +67,10 @@ func (s *streamLayer) Accept() (net.Conn, error) {
 	return c, nil
 }
 
-func (s *streamLayer) Close() error   { return s.ln.Close() }
-func (s *streamLayer) Addr() net.Addr { return s.advertise }
+func (s *StreamLayer) Close() error   { return s.ln.Close() }
+func (s *StreamLayer) Addr() net.Addr { return s.advertise }
 
-func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+func (s *StreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	f := s.testFaults
 	if f != nil && f.blocks(string(address)) {
 		return nil, fmt.Errorf("dial %s: %w", address, errBlocked)
@@ -85,13 +85,13 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	return c, nil
 }
 
-// tlsStreamLayer runs Raft's streams over mutual TLS on top of a
+// TLSStreamLayer runs Raft's streams over mutual TLS on top of a
 // streamLayer, whose fault switch keeps working: it acts on the TCP
 // connections underneath. Accepted connections are handshaken in their own
 // goroutines, so a peer that stalls or speaks plain TCP neither blocks the
 // accept loop nor reaches Raft; it is logged and cut off.
-type tlsStreamLayer struct {
-	inner  *streamLayer
+type TLSStreamLayer struct {
+	inner  *StreamLayer
 	server *tls.Config
 	client *tls.Config
 	log    *slog.Logger
@@ -101,7 +101,7 @@ type tlsStreamLayer struct {
 	close    sync.Once
 }
 
-var _ raft.StreamLayer = (*tlsStreamLayer)(nil)
+var _ raft.StreamLayer = (*TLSStreamLayer)(nil)
 
 // acceptResult is a connection that passed the handshake, or the error of
 // the listener.
@@ -113,14 +113,14 @@ type acceptResult struct {
 // errLayerClosed is what Accept returns once the layer is closed.
 var errLayerClosed = errors.New("raft stream layer closed")
 
-// newTLSStreamLayer loads the files of t and starts accepting on inner.
+// NewTLSStreamLayer loads the files of t and starts accepting on inner.
 // inner is not closed on an error.
-func newTLSStreamLayer(inner *streamLayer, t RaftTLS, log *slog.Logger) (*tlsStreamLayer, error) {
+func NewTLSStreamLayer(inner *StreamLayer, t TLSFiles, log *slog.Logger) (*TLSStreamLayer, error) {
 	server, client, err := t.load()
 	if err != nil {
 		return nil, err
 	}
-	l := &tlsStreamLayer{
+	l := &TLSStreamLayer{
 		inner: inner, server: server, client: client, log: log,
 		acceptCh: make(chan acceptResult),
 		done:     make(chan struct{}),
@@ -131,7 +131,7 @@ func newTLSStreamLayer(inner *streamLayer, t RaftTLS, log *slog.Logger) (*tlsStr
 
 // acceptLoop takes connections from the TCP listener and hands each to a
 // handshake of its own until the listener closes.
-func (l *tlsStreamLayer) acceptLoop() {
+func (l *TLSStreamLayer) acceptLoop() {
 	for {
 		c, err := l.inner.Accept()
 		if err != nil {
@@ -151,7 +151,7 @@ func (l *tlsStreamLayer) acceptLoop() {
 
 // handshake runs the server side of the TLS handshake, within
 // raftTLSHandshakeTimeout, and delivers the connection to Accept.
-func (l *tlsStreamLayer) handshake(c net.Conn) {
+func (l *TLSStreamLayer) handshake(c net.Conn) {
 	tc := tls.Server(c, l.server)
 	_ = c.SetDeadline(time.Now().Add(raftTLSHandshakeTimeout))
 	if err := tc.Handshake(); err != nil {
@@ -169,7 +169,7 @@ func (l *tlsStreamLayer) handshake(c net.Conn) {
 
 // Accept returns the next connection whose peer presented a certificate
 // the CA signed.
-func (l *tlsStreamLayer) Accept() (net.Conn, error) {
+func (l *TLSStreamLayer) Accept() (net.Conn, error) {
 	select {
 	case <-l.done: // closed wins over a connection still on its way
 		return nil, errLayerClosed
@@ -184,7 +184,7 @@ func (l *tlsStreamLayer) Accept() (net.Conn, error) {
 }
 
 // Close stops accepting; connections already handed out stay open.
-func (l *tlsStreamLayer) Close() error {
+func (l *TLSStreamLayer) Close() error {
 	var err error
 	l.close.Do(func() {
 		close(l.done)
@@ -194,12 +194,12 @@ func (l *tlsStreamLayer) Close() error {
 }
 
 // Addr is the advertised Raft address.
-func (l *tlsStreamLayer) Addr() net.Addr { return l.inner.Addr() }
+func (l *TLSStreamLayer) Addr() net.Addr { return l.inner.Addr() }
 
 // Dial connects through the fault switch and completes the client side of
 // the handshake within timeout, verifying that the peer's certificate is
 // signed by the CA and names the host of address.
-func (l *tlsStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+func (l *TLSStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	start := time.Now()
 	c, err := l.inner.Dial(address, timeout)
 	if err != nil {

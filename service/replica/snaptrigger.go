@@ -1,4 +1,4 @@
-package service
+package replica
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // command the log holds after it; after a kill -9 nothing shortens that
 // replay. Raft takes a snapshot once SnapshotThreshold log entries have
 // been written since the last one, but a log entry may be a batch of many
-// commands (proposer.go): after a load of a million keys through the API,
+// commands (the leader batches them): after a load of a million keys through the API,
 // 3,857 entries held 280,721 puts, whose replay took longer than
 // restoring the snapshot. So the node also counts commands, and asks Raft
 // for a snapshot once the commands since the newest one (the replay debt)
@@ -54,69 +54,69 @@ func snapshotDue(debt, recent, records, threshold uint64) bool {
 	return recent < quietCommands || debt >= records/snapshotReplayDivisor
 }
 
-// snapshotter takes a snapshot on demand; *raft.Raft is one.
-type snapshotter interface {
+// Snapshotter takes a snapshot on demand; *raft.Raft is one.
+type Snapshotter interface {
 	Snapshot() raft.SnapshotFuture
 }
 
-// snapshotTrigger asks Raft for a snapshot whenever one is due.
-type snapshotTrigger struct {
-	sm   *stateMachine
-	raft snapshotter
-	// caughtUp closes once the node has applied the log it started with.
-	caughtUp <-chan struct{}
-	// threshold is the least replay debt that makes a snapshot due;
+// SnapshotTrigger asks Raft for a snapshot whenever one is due.
+type SnapshotTrigger struct {
+	SM   *StateMachine
+	Raft Snapshotter
+	// CaughtUp closes once the node has applied the log it started with.
+	CaughtUp <-chan struct{}
+	// Threshold is the least replay debt that makes a snapshot due;
 	// interval is how long to wait after a snapshot failed.
-	threshold uint64
-	interval  time.Duration
-	log       *slog.Logger
+	Threshold uint64
+	Interval  time.Duration
+	Log       *slog.Logger
 }
 
-// run asks for snapshots until ctx ends. It waits while the node replays
+// Run asks for snapshots until ctx ends. It waits while the node replays
 // the log it started with: a snapshot then would compete with the replay,
 // which keeps the node from serving; the replay's debt is paid by the
 // first snapshot after it.
-func (s snapshotTrigger) run(ctx context.Context) {
+func (s SnapshotTrigger) Run(ctx context.Context) {
 	t := time.NewTicker(snapshotCheckEvery)
 	defer t.Stop()
-	last := s.sm.commands.Load()
+	last := s.SM.Commands()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		now := s.sm.commands.Load()
+		now := s.SM.Commands()
 		recent := now - last
 		last = now
 		select {
-		case <-s.caughtUp:
+		case <-s.CaughtUp:
 		default:
 			continue
 		}
-		commands, records := s.sm.replayDebt()
-		if !snapshotDue(commands, recent, records, s.threshold) {
+		commands, records := s.SM.ReplayDebt()
+		if !snapshotDue(commands, recent, records, s.Threshold) {
 			continue
 		}
 		// Raft writes one snapshot at a time: this waits for one that
 		// runs, and then writes ours. What applies meanwhile does not
 		// count towards the next check's quiet.
-		err := await(ctx, s.raft.Snapshot())
-		last = s.sm.commands.Load()
+		err := Await(ctx, s.Raft.Snapshot())
+		last = s.SM.Commands()
 		switch {
 		case err == nil:
-			s.log.Debug("snapshot taken for the commands applied since the last one", "commands", commands, "records", records)
+			s.Log.Debug("snapshot taken for the commands applied since the last one", "commands", commands, "records", records)
 		case errors.Is(err, raft.ErrNothingNewToSnapshot), errors.Is(err, raft.ErrRaftShutdown), ctx.Err() != nil:
 		default:
 			// Not every second: a failed snapshot may have written most
 			// of the state before it failed.
-			s.log.Warn("snapshot for the commands applied since the last one; trying again after the snapshot interval", "commands", commands, "err", err, "interval", s.interval)
+			s.Log.Warn("snapshot for the commands applied since the last one; trying again after the snapshot interval", "commands", commands, "err", err, "interval", s.Interval)
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(s.interval):
+			case <-time.After(s.Interval):
 			}
-			last = s.sm.commands.Load()
+			last = s.SM.Commands()
 		}
 	}
 }

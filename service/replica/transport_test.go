@@ -1,4 +1,4 @@
-package service
+package replica
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ func TestStreamLayerAdvertisesTheGivenName(t *testing.T) {
 		fmt.Sprintf("localhost:%d", port): fmt.Sprintf("localhost:%d", port),
 		"127.0.0.1:0":                     "", // the port chosen
 	} {
-		l, err := newStreamLayer(bind)
+		l, err := NewStreamLayer(bind)
 		if err != nil {
 			t.Fatalf("%s: %v", bind, err)
 		}
@@ -33,7 +33,7 @@ func TestStreamLayerAdvertisesTheGivenName(t *testing.T) {
 		}
 		l.Close()
 	}
-	if _, err := newStreamLayer("0.0.0.0:0"); err == nil {
+	if _, err := NewStreamLayer("0.0.0.0:0"); err == nil {
 		t.Error("an unspecified address was accepted")
 	}
 }
