@@ -13,9 +13,9 @@ import (
 // command the log holds after it; after a kill -9 nothing shortens that
 // replay. Raft takes a snapshot once SnapshotThreshold log entries have
 // been written since the last one, but a log entry may be a batch of many
-// commands (the leader batches them): after a load of a million keys through the API,
-// 3,857 entries held 280,721 puts, whose replay took longer than
-// restoring the snapshot. So the node also counts commands, and asks Raft
+// commands (the leader batches them): after a load of a million keys
+// through the API, 3,857 entries held 280,721 puts, whose replay took
+// longer than restoring the snapshot. So the node also counts commands, and asks Raft
 // for a snapshot once the commands since the newest one (the replay debt)
 // reach SnapshotThreshold and either
 //
