@@ -526,7 +526,7 @@ func (s *Service) setConflict(ours, theirs, node string) {
 			// Proposals and the expirer need the clock and stop with it;
 			// becomeLeader starts it again from the log.
 			s.clock.hold()
-			s.metrics.clusterConflict.Set(1)
+			s.metrics.ClusterConflict.Set(1)
 			s.log.Error("another Concord cluster serves this subject prefix on the bus; not serving requests until it is gone",
 				"cluster_id", ours, "other_cluster_ids", strings.Join(c.theirs, ","), "other_node", node, "prefix", s.names.Prefix())
 			s.signalFence()
@@ -543,7 +543,7 @@ func (s *Service) clearConflict(ours string) {
 		return
 	}
 	s.clock.release()
-	s.metrics.clusterConflict.Set(0)
+	s.metrics.ClusterConflict.Set(0)
 	s.log.Warn("no other Concord cluster answers on the bus any more; serving again", "cluster_id", ours, "was", strings.Join(old.theirs, ","))
 	s.signalFence()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/service/metrics"
 	"github.com/concord-io/concord/subjects"
 )
 
@@ -72,7 +73,7 @@ func testWatchService(t *testing.T) *Service {
 	t.Helper()
 	names, _ := subjects.New(subjects.DefaultPrefix)
 	s := &Service{log: slog.New(slog.NewTextHandler(io.Discard, nil)), names: names, fenceCh: make(chan struct{}, 1)}
-	s.metrics = newMetrics(s)
+	s.metrics = metrics.New(metricsSource{s})
 	return s
 }
 

@@ -13,13 +13,13 @@ import (
 func (s *Service) onDiskFull(full error) {
 	if full == nil {
 		s.diskFull.Store(nil)
-		s.metrics.diskFull.Set(0)
+		s.metrics.DiskFull.Set(0)
 		s.log.Info("the data directory's disk has room again: this node takes new leases, puts and transactions")
 		return
 	}
 	cause := full.Error()
 	s.diskFull.Store(&cause)
-	s.metrics.diskFull.Set(1)
+	s.metrics.DiskFull.Set(1)
 	s.log.Error("the data directory's disk is full: this node takes no new leases, puts or transactions until space is freed", "cause", cause)
 }
 

@@ -47,7 +47,7 @@ func (s *Service) runExpirer(ctx context.Context) {
 		if haveLeases && (len(expired) > 0 || time.Since(lastProposal) >= tick) {
 			err := s.proposeExpire(ctx, now, expired)
 			if err == nil {
-				s.observeTick(start, len(expired), leases)
+				s.metrics.ObserveTick(start, len(expired), leases, s.cfg.ExpireBatch)
 			}
 			if err != nil {
 				if ctx.Err() != nil {
@@ -99,20 +99,4 @@ func (s *Service) proposeExpire(ctx context.Context, now int64, ids []int64) err
 		}
 	}
 	return firstErr
-}
-
-// observeTick records one tick whose entries committed: its duration, the
-// deadlines it examined (the expired ones, then the first one not yet due,
-// if any) and the entries it proposed (a tick entry alone when nothing
-// expired).
-func (s *Service) observeTick(start time.Time, expired int, leases int64) {
-	m := s.metrics
-	m.tickDuration.Observe(time.Since(start).Seconds())
-	scanned := expired
-	if leases > int64(expired) {
-		scanned++
-	}
-	m.tickScanned.Add(float64(scanned))
-	m.tickExpired.Add(float64(expired))
-	m.tickBatches.Observe(float64(max(1, (expired+s.cfg.ExpireBatch-1)/s.cfg.ExpireBatch)))
 }

@@ -97,7 +97,7 @@ func TestExpiryLagMeasuresToTheCommit(t *testing.T) {
 		var left int64
 		s.sm.Read(func(st *fsm.State) { left, _ = st.LeaseCount() })
 		var m dto.Metric
-		if err := s.metrics.leaseExpiryLag.Write(&m); err != nil {
+		if err := s.metrics.LeaseExpiryLag.Write(&m); err != nil {
 			t.Fatal(err)
 		}
 		h = m.GetHistogram()

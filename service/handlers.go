@@ -152,7 +152,7 @@ func (s *Service) handleGet(ctx context.Context, m *nats.Msg) (any, *schema.Erro
 	} else {
 		buf := kvsPool.Get().(*[]schema.KeyValue)
 		req.Query.Into = *buf
-		pace := newListingPacer(s.cfg.ListingShare, s.proposer.writing, s.metrics.listingPause)
+		pace := newListingPacer(s.cfg.ListingShare, s.proposer.writing, s.metrics.ObserveListingPause)
 		req.Query.Yield = pace.yield
 		v := s.sm.View()
 		reply, err = v.GetAt(req.Query, req.Revision, max(now, v.Now()))

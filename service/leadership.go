@@ -109,7 +109,7 @@ func (s *Service) becomeLeader(ctx context.Context) *leaderTerm {
 		s.pub.stop()
 		return nil
 	}
-	s.metrics.clockExtension.Observe(s.sm.SinceClockMoved(s.started).Seconds())
+	s.metrics.ClockExtension.Observe(s.sm.SinceClockMoved(s.started).Seconds())
 
 	want := fsm.Limits{
 		MaxLeases: s.cfg.MaxLeases, MaxKeysPerLease: s.cfg.MaxKeysPerLease,

@@ -89,6 +89,3 @@ func (p *listingPacer) yield() {
 		p.paused(slept)
 	}
 }
-
-// listingPause counts a listing's pause in concord_listing_paused_seconds_total.
-func (m *metrics) listingPause(d time.Duration) { m.listingPaused.Add(d.Seconds()) }

@@ -318,7 +318,7 @@ func (s *Service) proposeUntil(body any, idempotencyKey string, deadline time.Ti
 	}
 	failpoint.Inject(failpoint.BeforeReply)
 	// From proposing to the result, the wait for a batch included.
-	s.metrics.applyDuration.Observe(time.Since(start).Seconds())
+	s.metrics.ApplyDuration.Observe(time.Since(start).Seconds())
 	if res.Err != nil {
 		if errors.Is(res.Err, fsm.ErrBadCommand) {
 			s.log.Error("state machine rejected a command", "err", res.Err)

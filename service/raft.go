@@ -43,7 +43,7 @@ func (s *Service) startRaft() error {
 	hlog := replica.NewRaftLogger(s.log.With("component", "raft"))
 	s.phase.Store(int32(phaseOpeningLog))
 	// Migrates a data directory of an older release on its first start.
-	store, err := logstore.Open(dir, logstore.Options{Logger: hlog, Metrics: s.metrics.wal, SegmentBytes: s.cfg.WALSegmentMB << 20, OnDiskFull: s.onDiskFull})
+	store, err := logstore.Open(dir, logstore.Options{Logger: hlog, Metrics: s.metrics.WAL(), SegmentBytes: s.cfg.WALSegmentMB << 20, OnDiskFull: s.onDiskFull})
 	if errors.Is(err, logstore.ErrDiskFull) {
 		return fmt.Errorf("%w; a smaller --wal-segment-mb needs less room (two segments and an eighth)", err)
 	}
@@ -178,7 +178,7 @@ func (s *Service) startRaft() error {
 	s.replayFrom = s.sm.Applied.Get()
 	s.raft = r
 	// Before anything can make it leader.
-	s.goRun(s.metrics.countLeaderChanges(r))
+	s.goRun(s.metrics.CountLeaderChanges(r))
 	s.phase.Store(int32(phaseRaft))
 	s.raftStarted.Store(true)
 	if err := s.serveNodeInfoSubjects(); err != nil {

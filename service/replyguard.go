@@ -79,7 +79,7 @@ func (s *Service) replyAllowed(m *nats.Msg) bool {
 	if reason == "" {
 		return true
 	}
-	s.metrics.refusedReplies.WithLabelValues(reason).Inc()
+	s.metrics.RefusedReplies.WithLabelValues(reason).Inc()
 	if s.replyLog.Allow() {
 		s.log.Warn("refused a request whose reply subject is not one a reply may go to; it was not executed and not answered",
 			"subject", m.Subject, "reply", m.Reply, "reason", reason)

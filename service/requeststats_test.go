@@ -102,8 +102,8 @@ func TestOneRequestMovesBothViews(t *testing.T) {
 	s, nc := startTest(t, nil)
 	count := func() (microN, microErr uint64, prom, promErr float64) {
 		st := grantStats(t, nc)
-		prom, _ = gatheredValue(t, s.metrics.reg, "concord_requests_total", "endpoint", "lease_grant")
-		promErr, _ = gatheredValue(t, s.metrics.reg, "concord_request_errors_total", "endpoint", "lease_grant", "error", "invalid_request")
+		prom, _ = gatheredValue(t, s.metrics.Registry(), "concord_requests_total", "endpoint", "lease_grant")
+		promErr, _ = gatheredValue(t, s.metrics.Registry(), "concord_request_errors_total", "endpoint", "lease_grant", "error", "invalid_request")
 		return st.Requests, st.Errors[schema.ErrInvalidRequest], prom, promErr
 	}
 	m0, me0, p0, pe0 := count()

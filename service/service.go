@@ -18,6 +18,7 @@ import (
 	"github.com/concord-io/concord/service/decode"
 	"github.com/concord-io/concord/service/loglimit"
 	"github.com/concord-io/concord/service/logstore"
+	"github.com/concord-io/concord/service/metrics"
 	"github.com/concord-io/concord/service/replica"
 	"github.com/concord-io/concord/subjects"
 )
@@ -55,7 +56,7 @@ type Service struct {
 	// formats turns batching on while every member reads batch entries.
 	formats *formatGate
 
-	metrics *metrics
+	metrics *metrics.Metrics
 	http    *http.Server // the operator listener, when configured
 	started time.Time
 
@@ -158,9 +159,13 @@ func Start(cfg Config) (*Service, error) {
 	s.proposer = newProposer(s.applyEntry, false)
 	s.formats = newFormatGate(s.proposer.batching.Store)
 	s.started = time.Now()
-	s.metrics = newMetrics(s)
+	s.metrics = metrics.New(metricsSource{s})
+	for _, r := range replyRefusedReasons {
+		// Every reason is a series from the first scrape, at 0.
+		s.metrics.RefusedReplies.WithLabelValues(r)
+	}
 	// The request metrics are the counters micro's STATS reads.
-	s.metrics.reg.MustRegister(s.reqStats)
+	s.metrics.Registry().MustRegister(s.reqStats)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.proposer.stop = s.ctx
 	s.pool = newWorkerPool(cfg.MaxInflight, workerIdle, s.ctx.Done(), s.handle)
@@ -223,10 +228,10 @@ func (s *Service) start() error {
 	if err != nil {
 		return fmt.Errorf("watch event connection: %w", natsConnectError(url, s.ns != nil, err))
 	}
-	s.pub = newPublisher(s.eventsNC, s.names, s.log, s.metrics.watchEvents)
+	s.pub = newPublisher(s.eventsNC, s.names, s.log, s.metrics.WatchEvents)
 	s.sm = replica.NewStateMachine(s.pub.enqueue)
 	s.sm.OnResult = s.observeApplied
-	s.sm.OnSnapshot = s.metrics.observeSnapshot
+	s.sm.OnSnapshot = s.metrics.ObserveSnapshot
 	s.sm.SnapshotVersion = s.snapshotVersion
 	s.goRun(s.pub.run)
 	s.probePrefix = nats.NewInbox()

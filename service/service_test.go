@@ -248,7 +248,7 @@ func TestWALMetricsCountTheLog(t *testing.T) {
 			t.Fatal(e)
 		}
 	}
-	fams, err := s.metrics.reg.Gather()
+	fams, err := s.metrics.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

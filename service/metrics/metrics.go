@@ -1,8 +1,7 @@
-package service
+package metrics
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -18,13 +17,13 @@ import (
 	"github.com/concord-io/concord/schema"
 )
 
-// metrics holds a node's Prometheus collectors. Counters of what the state
+// Metrics holds a node's Prometheus collectors. Counters of what the state
 // machine did (grants, renewals, revokes, expirations) are counted where
 // entries are applied, so every replica reports them; the expiry lag, the
 // tick, request and lease-clock metrics come from the leader's work. The
-// request metrics are the Service's requestStats (requeststats.go), which
-// the nats micro STATS reply reads too; Start registers it.
-type metrics struct {
+// request metrics are the node's request stats, which the nats micro
+// STATS reply reads too; the node registers them in Registry.
+type Metrics struct {
 	reg *prometheus.Registry
 
 	// grantsExplicit and grantsAnonymous are leaseGrants' two series,
@@ -35,26 +34,25 @@ type metrics struct {
 	leaseRevokeKeys                 prometheus.Histogram
 	leaseExpirations                prometheus.Counter
 	leaseExpiryKeys                 prometheus.Histogram
-	leaseExpiryLag                  prometheus.Histogram
+	LeaseExpiryLag                  prometheus.Histogram
 
 	tickDuration   prometheus.Histogram
 	tickScanned    prometheus.Counter
 	tickExpired    prometheus.Counter
 	tickBatches    prometheus.Histogram
-	clockExtension prometheus.Histogram
+	ClockExtension prometheus.Histogram
 
-	watchEvents prometheus.Counter
+	WatchEvents prometheus.Counter
 
-	// clusterConflict is 1 while another cluster serves the prefix on the
+	// ClusterConflict is 1 while another cluster serves the prefix on the
 	// bus; refusedReplies counts requests dropped for their reply subject.
-	clusterConflict prometheus.Gauge
-	diskFull        prometheus.Gauge
-	refusedReplies  *prometheus.CounterVec
+	ClusterConflict prometheus.Gauge
+	DiskFull        prometheus.Gauge
+	RefusedReplies  *prometheus.CounterVec
 
 	leaderChanges prometheus.Counter
-	applyDuration prometheus.Histogram
-	// listingPaused counts the time listings gave way to writes
-	// (listingpace.go).
+	ApplyDuration prometheus.Histogram
+	// listingPaused counts the time listings gave way to writes.
 	listingPaused    prometheus.Counter
 	snapshotDuration prometheus.Histogram
 	snapshotBytes    prometheus.Gauge
@@ -70,8 +68,27 @@ var keyBuckets = []float64{0, 1, 2, 5, 10, 50, 100, 500, 1000, 5000, 10000}
 // steady state, seconds around a failover.
 var lagBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 1.5, 2, 5, 10, 30}
 
-func newMetrics(s *Service) *metrics {
-	m := &metrics{reg: prometheus.NewRegistry()}
+// Source is what the metrics read from the node at scrape time. Its
+// methods are called only while a scrape runs, so a source may be handed
+// over before the parts it reads exist, as long as they exist before the
+// first scrape.
+type Source interface {
+	// ReadState calls f with the applied state, under the state
+	// machine's read lock.
+	ReadState(f func(*fsm.State))
+	// AppliedIndex is the last log index the state machine applied;
+	// BatchEntries counts the batch entries it applied since start.
+	AppliedIndex() uint64
+	BatchEntries() uint64
+	// Raft is the node's Raft, nil until it runs.
+	Raft() *raft.Raft
+	// Batching reports whether this node puts concurrent commands into
+	// shared log entries.
+	Batching() bool
+}
+
+func New(src Source) *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry()}
 	f := factory{m.reg}
 	grants := f.counterVec("concord_lease_grants_total", "Leases granted, by grant or, anonymous, by a put with a ttl.", "anonymous")
 	m.grantsExplicit, m.grantsAnonymous = grants.WithLabelValues("false"), grants.WithLabelValues("true")
@@ -80,34 +97,38 @@ func newMetrics(s *Service) *metrics {
 	m.leaseRevokeKeys = f.histogram("concord_lease_revoke_keys", "Keys attached to each revoked lease.", keyBuckets)
 	m.leaseExpirations = f.counter("concord_lease_expirations_total", "Leases expired.")
 	m.leaseExpiryKeys = f.histogram("concord_lease_expiry_keys", "Keys attached to each expired lease.", keyBuckets)
-	m.leaseExpiryLag = f.histogram("concord_lease_expiry_lag_seconds", "Lease-clock time from a lease's deadline to the commit of its expiry, read by the leader as it applies the entry (followers do not observe it).", lagBuckets)
+	m.LeaseExpiryLag = f.histogram("concord_lease_expiry_lag_seconds", "Lease-clock time from a lease's deadline to the commit of its expiry, read by the leader as it applies the entry (followers do not observe it).", lagBuckets)
 	m.tickDuration = f.histogram("concord_lease_tick_duration_seconds", "Leader expiry ticks: time to find expired leases and commit their expiry (or the tick entry).", prometheus.DefBuckets)
 	m.tickScanned = f.counter("concord_lease_tick_scanned_total", "Lease deadlines the leader's committed ticks examined: the expired ones and the first one not yet due.")
 	m.tickExpired = f.counter("concord_lease_tick_expired_total", "Leases the leader's ticks found past their deadline and proposed to expire, once committed (apply re-checks each deadline).")
 	m.tickBatches = f.histogram("concord_lease_tick_expire_batches", "Entries one tick proposed: expire entries of --expire-batch leases each, or one tick entry when nothing expired.", []float64{0, 1, 2, 5, 10, 20, 50, 100})
-	m.clockExtension = f.histogram("concord_lease_clock_extension_seconds", "At each leadership gain, how long the lease clock stood still as seen by the new leader: every lease gained this much time.", lagBuckets)
+	m.ClockExtension = f.histogram("concord_lease_clock_extension_seconds", "At each leadership gain, how long the lease clock stood still as seen by the new leader: every lease gained this much time.", lagBuckets)
 
-	m.watchEvents = f.counter("concord_watch_events_published_total", "Watch events this node published (the leader publishes them).")
+	m.WatchEvents = f.counter("concord_watch_events_published_total", "Watch events this node published (the leader publishes them).")
 
-	m.clusterConflict = f.gauge("concord_cluster_conflict", "1 while this node sees another Concord cluster serving the same subject prefix on the NATS bus; the cluster then serves no requests.")
-	m.refusedReplies = f.counterVec("concord_requests_refused_reply_total", "Requests dropped unexecuted and unanswered because their reply subject is one a reply may not go to, by reason: concord_subject, system_subject or invalid_subject.", "reason")
-	for _, r := range replyRefusedReasons {
-		m.refusedReplies.WithLabelValues(r)
-	}
+	m.ClusterConflict = f.gauge("concord_cluster_conflict", "1 while this node sees another Concord cluster serving the same subject prefix on the NATS bus; the cluster then serves no requests.")
+	m.RefusedReplies = f.counterVec("concord_requests_refused_reply_total", "Requests dropped unexecuted and unanswered because their reply subject is one a reply may not go to, by reason: concord_subject, system_subject or invalid_subject.", "reason")
 
 	m.leaderChanges = f.counter("concord_raft_leader_changes_total", "Times this node saw a new Raft leader.")
 	m.listingPaused = f.counter("concord_listing_paused_seconds_total", "Time listings of many keys paused to give way to writes in flight (--listing-share).")
-	m.applyDuration = f.histogram("concord_raft_apply_duration_seconds", "Time from proposing a request's command to its result from the state machine.", prometheus.DefBuckets)
+	m.ApplyDuration = f.histogram("concord_raft_apply_duration_seconds", "Time from proposing a request's command to its result from the state machine.", prometheus.DefBuckets)
 	m.snapshotDuration = f.histogram("concord_snapshot_persist_duration_seconds", "Time to write a Raft snapshot of the state.", prometheus.DefBuckets)
-	m.diskFull = f.gauge("concord_disk_full", "1 while this node's data directory has no room for its next Raft log segment (or too little beside it); as leader it then refuses new leases, puts and transactions with 507 disk_full.")
+	m.DiskFull = f.gauge("concord_disk_full", "1 while this node's data directory has no room for its next Raft log segment (or too little beside it); as leader it then refuses new leases, puts and transactions with 507 disk_full.")
 	m.snapshotBytes = f.gauge("concord_snapshot_bytes", "Size of the last snapshot this node wrote.")
 
 	m.wal = newWALMetrics(f)
 
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&stateCollector{s: s}, raftSink())
+		&stateCollector{src: src}, raftSink())
 	return m
 }
+
+// Registry is where every collector of the node is registered; /metrics
+// serves it.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// WAL receives the Raft log store's own counters (raft_wal_*).
+func (m *Metrics) WAL() walmetrics.Collector { return m.wal }
 
 // factory registers collectors as it makes them.
 type factory struct{ reg *prometheus.Registry }
@@ -136,8 +157,8 @@ func (f factory) histogram(name, help string, buckets []float64) prometheus.Hist
 	return h
 }
 
-// observeResult counts what one applied command did.
-func (m *metrics) observeResult(r *fsm.Result) {
+// ObserveResult counts what one applied command did.
+func (m *Metrics) ObserveResult(r *fsm.Result) {
 	if r.Err != nil || r.Cached {
 		return
 	}
@@ -160,62 +181,30 @@ func (m *metrics) observeResult(r *fsm.Result) {
 	}
 }
 
-// observeApplied is the state machine's onResult: it counts what a command
-// did and, on the leader, how late the leases it expired went. now is the
-// lease-clock time the command applied at (its stamp, or the clock of the
-// entry before it if that was later).
-//
-// The moment an expiry commits is read from the lease clock as the entry
-// is applied, after the deletes are in the state; that clock runs only on
-// the leader, so only the leader observes the lag. A follower applies the
-// same entry at a moment no clock it has relates to the lease clock.
-func (s *Service) observeApplied(r *fsm.Result, now int64) {
-	s.metrics.observeResult(r)
-	if len(r.Expired) == 0 || r.Err != nil || r.Cached {
-		return
-	}
-	// Each expiry with its deadline and the clock it applied at: what a
-	// lease lost early, or kept late, would show in a node's log.
-	if s.log.Enabled(context.Background(), slog.LevelDebug) {
-		for _, e := range r.Expired {
-			s.log.Debug("lease expired", "id", e.ID, "deadline_ms", e.Deadline, "lease_clock_ms", now, "keys", e.Keys)
-		}
-	}
-	committed, ok := s.clock.now()
-	if !ok {
-		return
-	}
-	// The clock read after apply is not behind the command's time: this
-	// leader stamped the command from it, and a leader's clock starts at
-	// the time of the last applied entry. max states that, rather than
-	// trusting it.
-	s.metrics.observeExpiryLag(r.Expired, max(committed, now))
-}
-
-// observeExpiryLag records, for each lease an applied command expired, the
+// ObserveExpiryLag records, for each lease an applied command expired, the
 // lease-clock time from its deadline to committed: the leader's lease clock
 // when the entry that expired it was applied. Not the command's stamp: the
 // leader stamps an expire command when it finds the lease due, and during
 // a mass expiry its entries wait behind one another to commit and apply,
 // which the stamp does not see.
-func (m *metrics) observeExpiryLag(expired []fsm.ExpiredLease, committed int64) {
+func (m *Metrics) ObserveExpiryLag(expired []fsm.ExpiredLease, committed int64) {
 	for _, e := range expired {
-		m.leaseExpiryLag.Observe(float64(committed-e.Deadline) / 1000)
+		m.LeaseExpiryLag.Observe(float64(committed-e.Deadline) / 1000)
 	}
 }
 
-// observeSnapshot records a persisted snapshot.
-func (m *metrics) observeSnapshot(d time.Duration, bytes int64) {
+// ObserveSnapshot records a persisted snapshot.
+func (m *Metrics) ObserveSnapshot(d time.Duration, bytes int64) {
 	m.snapshotDuration.Observe(d.Seconds())
 	m.snapshotBytes.Set(float64(bytes))
 }
 
-// countLeaderChanges registers an observer of r's leaders at once and returns
+// CountLeaderChanges registers an observer of r's leaders at once and returns
 // what counts the leader changes it sees, until ctx ends. It is called as
 // soon as r exists: a lone voter elects itself within milliseconds of its
-// start (electIfAlone), and an observer registered after that missed the
+// start, and an observer registered after that would miss the
 // node's first leadership.
-func (m *metrics) countLeaderChanges(r *raft.Raft) func(ctx context.Context) {
+func (m *Metrics) CountLeaderChanges(r *raft.Raft) func(ctx context.Context) {
 	ch := make(chan raft.Observation, 16)
 	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
 		_, ok := o.Data.(raft.LeaderObservation)
@@ -230,7 +219,7 @@ func (m *metrics) countLeaderChanges(r *raft.Raft) func(ctx context.Context) {
 
 // countLeaders counts the leader changes among the observations on ch
 // until done closes.
-func (m *metrics) countLeaders(done <-chan struct{}, ch <-chan raft.Observation) {
+func (m *Metrics) countLeaders(done <-chan struct{}, ch <-chan raft.Observation) {
 	var last raft.ServerID
 	for {
 		select {
@@ -250,7 +239,7 @@ func (m *metrics) countLeaders(done <-chan struct{}, ch <-chan raft.Observation)
 
 // stateCollector reports gauges read from the state and from Raft at
 // scrape time, so they cost nothing between scrapes.
-type stateCollector struct{ s *Service }
+type stateCollector struct{ src Source }
 
 var (
 	descRevision    = prometheus.NewDesc("concord_revision", "The cluster revision this node has applied.", nil, nil)
@@ -279,7 +268,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	var rev, now, floor int64
 	var keys, attached, history int
 	var explicit, anon int64
-	c.s.sm.Read(func(st *fsm.State) {
+	c.src.ReadState(func(st *fsm.State) {
 		rev, now, keys, attached = st.Revision(), st.Now(), st.KeyCount(), st.AttachedKeyCount()
 		floor, history = st.CompactRevision(), st.HistoryChanges()
 		explicit, anon = st.LeaseCount()
@@ -295,12 +284,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descLeases, float64(anon), "anonymous")
 	gauge(descAttached, float64(attached))
 	gauge(descLeaseClock, float64(now)/1000)
-	gauge(descApplied, float64(c.s.sm.Applied.Get()))
-	ch <- prometheus.MustNewConstMetric(descBatchCount, prometheus.CounterValue, float64(c.s.sm.BatchEntries()))
-	if !c.s.raftStarted.Load() {
+	gauge(descApplied, float64(c.src.AppliedIndex()))
+	ch <- prometheus.MustNewConstMetric(descBatchCount, prometheus.CounterValue, float64(c.src.BatchEntries()))
+	r := c.src.Raft()
+	if r == nil {
 		return // /metrics answers from before Raft starts
 	}
-	r := c.s.raft
 	state := r.State()
 	for _, st := range []raft.RaftState{raft.Follower, raft.Candidate, raft.Leader, raft.Shutdown} {
 		v := 0.0
@@ -313,7 +302,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descCommitIndex, float64(r.CommitIndex()))
 	gauge(descLastIndex, float64(r.LastIndex()))
 	batching := 0.0
-	if c.s.proposer.batching.Load() {
+	if c.src.Batching() {
 		batching = 1
 	}
 	gauge(descBatching, batching)
@@ -380,3 +369,21 @@ func (w *walMetrics) SetGauge(name string, val uint64) {
 		g.Set(float64(val))
 	}
 }
+
+// ObserveTick records one tick whose entries committed: its duration, the
+// deadlines it examined (the expired ones, then the first one not yet due,
+// if any) and the entries it proposed, batch leases to an entry (a tick
+// entry alone when nothing expired).
+func (m *Metrics) ObserveTick(start time.Time, expired int, leases int64, batch int) {
+	m.tickDuration.Observe(time.Since(start).Seconds())
+	scanned := expired
+	if leases > int64(expired) {
+		scanned++
+	}
+	m.tickScanned.Add(float64(scanned))
+	m.tickExpired.Add(float64(expired))
+	m.tickBatches.Observe(float64(max(1, (expired+batch-1)/batch)))
+}
+
+// ObserveListingPause counts the time a listing paused for writes.
+func (m *Metrics) ObserveListingPause(d time.Duration) { m.listingPaused.Add(d.Seconds()) }
