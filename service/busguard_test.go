@@ -123,11 +123,8 @@ func TestBusWatchFencesAndClears(t *testing.T) {
 	default:
 		t.Fatal("the leadership loop was not woken")
 	}
-	if e := s.fenceError(subjects.LeaseKeepAlive); e == nil || e.Name != schema.ErrUnavailable {
-		t.Fatalf("a keep-alive during the conflict: %v, want unavailable", e)
-	}
-	if e := s.fenceError(subjects.ClusterStatus); e != nil {
-		t.Fatalf("cluster status during the conflict: %v, want served", e)
+	if e := s.conflictError(); e == nil || e.Name != schema.ErrUnavailable {
+		t.Fatalf("the reply during the conflict: %v, want unavailable", e)
 	}
 
 	// A third cluster adds to the conflict; its start stays.
@@ -152,7 +149,7 @@ func TestBusWatchFencesAndClears(t *testing.T) {
 	if !s.clock.startAt(5) {
 		t.Fatal("the lease clock cannot start after the conflict")
 	}
-	if e := s.fenceError(subjects.LeaseKeepAlive); e != nil {
-		t.Fatalf("a keep-alive after the conflict: %v", e)
+	if e := s.conflictError(); e != nil {
+		t.Fatalf("the reply after the conflict: %v", e)
 	}
 }

@@ -23,7 +23,7 @@ func (s *Service) watchCaughtUp(ctx context.Context) {
 	defer bound.Stop()
 	// The entries at the end of the log that the state machine is not
 	// handed (Raft's no-op and barrier entries) are never applied.
-	target, err := s.reads.applied.LastFSMEntry(s.replayFrom, s.lastAtStart)
+	target, err := s.applied.LastFSMEntry(s.replayFrom, s.lastAtStart)
 	if err != nil {
 		s.log.Warn("read the raft log", "err", err)
 		return

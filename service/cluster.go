@@ -17,6 +17,7 @@ import (
 	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/service/datadir"
 	"github.com/concord-io/concord/service/decode"
+	"github.com/concord-io/concord/service/serving"
 	"github.com/concord-io/concord/subjects"
 )
 
@@ -152,7 +153,7 @@ func (s *Service) handleJoin(_ context.Context, m *nats.Msg) (any, *schema.Error
 			return nil, schema.Errorf(schema.ErrUnavailable, "the leader cannot open a Raft connection to %s (check the address, the network and the Raft TLS certificates): %v", req.Address, err)
 		}
 		if err := s.raft.AddVoter(raft.ServerID(req.ID), raft.ServerAddress(req.Address), 0, s.cfg.ApplyTimeout).Error(); err != nil {
-			return nil, raftError(err)
+			return nil, serving.RaftError(err)
 		}
 		s.log.Info("added a voter", "node", req.ID, "raft", req.Address)
 	}
@@ -218,7 +219,7 @@ func (s *Service) handleRemove(_ context.Context, m *nats.Msg) (any, *schema.Err
 	}
 	f := s.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
-		return nil, raftError(err)
+		return nil, serving.RaftError(err)
 	}
 	found := false
 	for _, srv := range f.Configuration().Servers {
@@ -228,7 +229,7 @@ func (s *Service) handleRemove(_ context.Context, m *nats.Msg) (any, *schema.Err
 		return nil, schema.Errorf(schema.ErrNodeNotFound, "node %s is not a member", req.ID)
 	}
 	if err := s.raft.RemoveServer(raft.ServerID(req.ID), 0, s.cfg.ApplyTimeout).Error(); err != nil {
-		return nil, raftError(err)
+		return nil, serving.RaftError(err)
 	}
 	s.log.Info("removed a member", "node", req.ID)
 	members, e := s.members(false)
@@ -281,7 +282,7 @@ func (s *Service) handleSnapshot(_ context.Context, m *nats.Msg) (any, *schema.E
 func (s *Service) members(withHash bool) ([]schema.Member, *schema.Error) {
 	f := s.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
-		return nil, raftError(err)
+		return nil, serving.RaftError(err)
 	}
 	servers := f.Configuration().Servers
 	out := make([]schema.Member, len(servers))
@@ -362,12 +363,12 @@ func (s *Service) serveNodeInfoSubjects() error {
 // serveNodeInfo answers P.cluster.node.<id>.info and P.cluster.nodes on
 // every node.
 func (s *Service) serveNodeInfo(m *nats.Msg) {
-	if m.Reply == "" || strings.HasPrefix(m.Reply, s.probePrefix+".") || !s.replyAllowed(m) {
+	if m.Reply == "" || strings.HasPrefix(m.Reply, s.probePrefix+".") || !s.srv.ReplyAllowed(m) {
 		return // nowhere to answer, this node's own bootstrap probe, or a refused reply subject
 	}
 	var req schema.NodeInfoRequest
 	if e := decode.Strict(m.Data, &req); e != nil {
-		s.respond(m, nil, e)
+		s.srv.Respond(m, nil, e)
 		return
 	}
 	clusterID, _ := datadir.ReadClusterID(s.cfg.DataDir)
@@ -385,5 +386,5 @@ func (s *Service) serveNodeInfo(m *nats.Msg) {
 		info.Conflict = c.String()
 	}
 	info.Activity = s.activity()
-	s.respond(m, &info, nil)
+	s.srv.Respond(m, &info, nil)
 }

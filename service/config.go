@@ -91,7 +91,7 @@ type Config struct {
 	// ListingShare is the fraction of its time a listing of many keys
 	// may run while writes are in flight: it pauses for the rest, so that
 	// a reader paging through a large prefix does not crowd out the
-	// writes (listingpace.go). 1 never pauses. The default, 0.1, is where
+	// writes (service/serving/listingpace.go). 1 never pauses. The default, 0.1, is where
 	// puts beside a reader paging back to back through a 100,000-key prefix
 	// came closest to keeping their p99 within twice their p99 alone on a
 	// 2-core machine (`etcdbench scale`, 5 rounds: 1.72, 1.82, 1.84, 1.87
@@ -145,7 +145,7 @@ type Config struct {
 	// cuts off at the Raft transport.
 	TestFaultFile string
 	// TestAllowAnyReply is for tests only: it turns off the check of reply
-	// subjects (replyguard.go), so that a test can show what the NATS
+	// subjects (service/serving/replyguard.go), so that a test can show what the NATS
 	// permissions alone stop.
 	TestAllowAnyReply bool
 	// TestPauseFile is for tests only (replica.TestPause): a JSON file

@@ -9,6 +9,8 @@ import (
 
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/service/internal/testnats"
+	"github.com/concord-io/concord/service/internal/testwait"
 )
 
 // A mass expiry's lag runs from each lease's deadline to the moment its
@@ -30,7 +32,7 @@ func TestExpiryLagMeasuresToTheCommit(t *testing.T) {
 	var ids []int64
 	renewAll := func() time.Time {
 		var r schema.LeaseKeepAliveManyReply
-		if e := request(t, nc, "concord.lease.keepalive_many", map[string]any{"ids": ids}, &r); e != nil {
+		if e := testnats.Request(t, nc, "concord.lease.keepalive_many", map[string]any{"ids": ids}, &r); e != nil {
 			t.Fatalf("keepalive_many: %v", e)
 		}
 		if len(r.NotFound) > 0 || len(r.Leases) != len(ids) {
@@ -43,10 +45,10 @@ func TestExpiryLagMeasuresToTheCommit(t *testing.T) {
 	// the machine is.
 	for {
 		got := make([]int64, round)
-		concurrently(t, 10, func(c int) error {
+		testwait.Concurrently(t, 10, func(c int) error {
 			for i := c; i < round; i += 10 {
 				var g schema.LeaseGrantReply
-				if e := request(t, nc, "concord.lease.grant", map[string]any{"ttl": int(ttl / time.Second)}, &g); e != nil {
+				if e := testnats.Request(t, nc, "concord.lease.grant", map[string]any{"ttl": int(ttl / time.Second)}, &g); e != nil {
 					return fmt.Errorf("grant: %v", e)
 				}
 				got[i] = g.ID

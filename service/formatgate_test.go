@@ -17,6 +17,7 @@ import (
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/service/datadir"
+	"github.com/concord-io/concord/service/internal/testnats"
 	"github.com/concord-io/concord/service/internal/testwait"
 	"github.com/concord-io/concord/service/replica"
 )
@@ -160,7 +161,7 @@ func TestFormatGateResetDuringCheck(t *testing.T) {
 // log format it reads.
 func TestLeaderBatchesAndReportsLogFormat(t *testing.T) {
 	s, nc := startTest(t, nil)
-	testwait.Until(t, "batching on", s.proposer.batching.Load)
+	testwait.Until(t, "batching on", s.srv.Batching)
 	var info schema.NodeInfo
 	msg, err := nc.Request(s.names.NodeInfo(s.cfg.NodeID), []byte(`{}`), 5*time.Second)
 	if err != nil {
@@ -183,7 +184,7 @@ func TestLeaderBatchesAndReportsLogFormat(t *testing.T) {
 // played by a subscriber that answers its node info as that release did.
 func TestJoinRefusesOlderRelease(t *testing.T) {
 	s, nc := startTest(t, nil)
-	testwait.Until(t, "batching on", s.proposer.batching.Load)
+	testwait.Until(t, "batching on", s.srv.Batching)
 	old, err := nc.Subscribe(s.names.NodeInfo("n9"), func(m *nats.Msg) {
 		_ = m.Respond([]byte(`{"id":"n9","cluster_id":"","state":"follower","term":0,"leader":"","last_index":0,"commit_index":0,"applied_index":0,"revision":0}`))
 	})
@@ -192,7 +193,7 @@ func TestJoinRefusesOlderRelease(t *testing.T) {
 	}
 	join := func(id string) *schema.Error {
 		t.Helper()
-		return request(t, nc, "concord.cluster.join", map[string]any{"id": id, "address": "127.0.0.1:1"}, nil)
+		return testnats.Request(t, nc, "concord.cluster.join", map[string]any{"id": id, "address": "127.0.0.1:1"}, nil)
 	}
 	e := join("n9")
 	if e == nil || e.Name != schema.ErrClusterMismatch || !strings.Contains(e.Description, "older release") {
@@ -212,7 +213,7 @@ func TestJoinRefusesOlderRelease(t *testing.T) {
 	if got := f.Configuration().Servers; len(got) != 1 {
 		t.Fatalf("configuration after refused joins: %+v", got)
 	}
-	if !s.proposer.batching.Load() {
+	if !s.srv.Batching() {
 		t.Fatal("a refused join turned batching off")
 	}
 }
@@ -251,14 +252,14 @@ func TestTxnDeleteCauseWaitsForEveryMember(t *testing.T) {
 
 	causeOfTxnDelete := func(key string) string {
 		t.Helper()
-		if e := request(t, nc, "concord.kv.put", map[string]any{"key": key, "value": 1}, nil); e != nil {
+		if e := testnats.Request(t, nc, "concord.kv.put", map[string]any{"key": key, "value": 1}, nil); e != nil {
 			t.Fatalf("put: %v", e)
 		}
-		if e := request(t, nc, "concord.kv.txn", map[string]any{"success": []any{map[string]any{"delete": map[string]any{"key": key}}}}, nil); e != nil {
+		if e := testnats.Request(t, nc, "concord.kv.txn", map[string]any{"success": []any{map[string]any{"delete": map[string]any{"key": key}}}}, nil); e != nil {
 			t.Fatalf("txn: %v", e)
 		}
 		var h schema.KVHistoryReply
-		if e := request(t, nc, "concord.kv.history", map[string]any{"key": key}, &h); e != nil {
+		if e := testnats.Request(t, nc, "concord.kv.history", map[string]any{"key": key}, &h); e != nil {
 			t.Fatalf("history: %v", e)
 		}
 		if len(h.Records) != 2 {
@@ -315,7 +316,7 @@ func TestSnapshotVersionWaitsForEveryMember(t *testing.T) {
 	s, nc := startTest(t, nil)
 	put := func(key string) {
 		t.Helper()
-		if e := request(t, nc, "concord.kv.put", map[string]any{"key": key, "value": 1}, nil); e != nil {
+		if e := testnats.Request(t, nc, "concord.kv.put", map[string]any{"key": key, "value": 1}, nil); e != nil {
 			t.Fatalf("put: %v", e)
 		}
 	}

@@ -87,7 +87,7 @@ func (s *Service) Ready() error {
 	// Under load the applied index trails the commit index by an entry or
 	// two at any instant; waiting briefly for it keeps a busy node ready,
 	// while a node that is catching up stays behind and is not.
-	if e := s.reads.applied.Wait(commit, readyWait); e != nil {
+	if e := s.applied.Wait(commit, readyWait); e != nil {
 		applied := s.sm.Applied.Get()
 		what := s.describeReplay(applied, commit)
 		if what == "" {

@@ -59,7 +59,7 @@ func (s *Service) runLeadership(ctx context.Context) {
 			}
 			// Stay subscribed, so that requests get the conflict as their
 			// answer rather than a silence that looks like no cluster.
-			if err := s.subscribe(); err != nil {
+			if err := s.srv.Subscribe(); err != nil {
 				s.log.Error("subscribe to request subjects", "err", err)
 			}
 		default:
@@ -67,7 +67,7 @@ func (s *Service) runLeadership(ctx context.Context) {
 				s.stepDown(term)
 				term = nil
 			} else { // a fenced leader that lost leadership
-				s.unsubscribe()
+				s.srv.Unsubscribe()
 				s.pub.stop()
 			}
 		}
@@ -117,7 +117,7 @@ func (s *Service) becomeLeader(ctx context.Context) *leaderTerm {
 		HistoryRevisions: s.cfg.HistoryRevisions, HistoryAgeMS: s.cfg.HistoryAge.Milliseconds(),
 	}
 	if limits != want {
-		if _, e := s.propose(&want, ""); e != nil {
+		if _, e := s.srv.Propose(&want, ""); e != nil {
 			s.log.Error("set replicated limits", "err", e)
 		}
 	}
@@ -126,7 +126,7 @@ func (s *Service) becomeLeader(ctx context.Context) *leaderTerm {
 	term := &leaderTerm{cancel: cancel}
 	term.spawn(tctx, s.runExpirer)
 	term.spawn(tctx, s.runFormatGate)
-	if err := s.subscribe(); err != nil {
+	if err := s.srv.Subscribe(); err != nil {
 		s.log.Error("subscribe to request subjects", "err", err)
 	}
 	s.log.Info("leading: serving requests", "node", s.cfg.NodeID, "lease_clock_ms", base, "subjects", s.names.Prefix()+".lease.*, "+s.names.Prefix()+".kv.*")
@@ -135,7 +135,7 @@ func (s *Service) becomeLeader(ctx context.Context) *leaderTerm {
 
 // stepDown stops answering first, then stops the leader's background work.
 func (s *Service) stepDown(term *leaderTerm) {
-	s.unsubscribe()
+	s.srv.Unsubscribe()
 	s.endTerm(term)
 	s.pub.stop()
 	s.log.Info("no longer leading", "node", s.cfg.NodeID)

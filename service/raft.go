@@ -174,7 +174,7 @@ func (s *Service) startRaft() error {
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}
-	s.reads = newReadBarrier(r, replica.AppliedWaiter{Applied: &s.sm.Applied, Log: store}, &s.clock, s.cfg.ApplyTimeout)
+	s.applied = replica.AppliedWaiter{Applied: &s.sm.Applied, Log: store}
 	s.replayFrom = s.sm.Applied.Get()
 	s.raft = r
 	// Before anything can make it leader.

@@ -15,60 +15,9 @@ import (
 
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/service/internal/testnats"
+	"github.com/concord-io/concord/service/internal/testwait"
 )
-
-// Reads that walk many entries run on a view taken after the read barrier
-// (stateMachine.view). Each client writes, then reads what it wrote through
-// every such read: a prefix, a range, a count, a history, a change log, a
-// lease with its keys, the lease list. Each must show the write it follows
-// (a stale view would not); run under -race.
-func TestViewReadsSeeTheWritesBeforeThem(t *testing.T) {
-	_, nc := startTest(t, nil)
-	const clients, rounds = 8, 12
-	concurrently(t, clients, func(c int) error {
-		var g schema.LeaseGrantReply
-		if e := request(t, nc, "concord.lease.grant", map[string]any{"ttl": 60}, &g); e != nil {
-			return e
-		}
-		prefix := fmt.Sprintf("c%d.", c)
-		for r := 0; r < rounds; r++ {
-			key := fmt.Sprintf("%sk%02d", prefix, r)
-			var put schema.KVPutReply
-			if e := request(t, nc, "concord.kv.put", map[string]any{"key": key, "value": r, "lease": g.ID}, &put); e != nil {
-				return e
-			}
-			var got schema.KVGetReply
-			if e := request(t, nc, "concord.kv.get", map[string]any{"prefix": prefix}, &got); e != nil {
-				return e
-			}
-			if got.Count != int64(r+1) || len(got.KVs) != r+1 || got.KVs[r].Key != key || got.Revision < put.Revision {
-				return fmt.Errorf("prefix %s after the put of %s at %d: %d keys at revision %d", prefix, key, put.Revision, got.Count, got.Revision)
-			}
-			if e := request(t, nc, "concord.kv.get", map[string]any{"range_start": prefix, "range_end": key + "~", "count_only": true}, &got); e != nil || got.Count != int64(r+1) {
-				return fmt.Errorf("range count up to %s: %v %+v", key, e, got)
-			}
-			var h schema.KVHistoryReply
-			if e := request(t, nc, "concord.kv.history", map[string]any{"key": key}, &h); e != nil || len(h.Records) != 1 || h.Records[0].Revision != put.Revision {
-				return fmt.Errorf("history of %s: %v %+v", key, e, h)
-			}
-			var ch schema.KVChangesReply
-			if e := request(t, nc, "concord.kv.changes", map[string]any{"key": key, "after_revision": put.Revision - 1}, &ch); e != nil || len(ch.Events) != 1 {
-				return fmt.Errorf("changes of %s: %v %+v", key, e, ch)
-			}
-			var li schema.LeaseInfo
-			if e := request(t, nc, "concord.lease.info", map[string]any{"id": g.ID, "keys": true}, &li); e != nil || len(li.Keys) != r+1 || !slices.Contains(li.Keys, key) {
-				return fmt.Errorf("lease %d after the put of %s: %v %+v", g.ID, key, e, li)
-			}
-			var ll schema.LeaseListReply
-			if e := request(t, nc, "concord.lease.list", map[string]any{"after": g.ID - 1, "limit": 1}, &ll); e != nil || len(ll.Leases) != 1 || ll.Leases[0].KeyCount != int64(r+1) {
-				return fmt.Errorf("lease list at %d after the put of %s: %v %+v", g.ID, key, e, ll)
-			}
-		}
-		return nil
-	})
-}
-
-var benchReadKeys = flag.Int("bench-read-keys", 100_000, "keys under the prefix BenchmarkPutsBesideBigReads reads")
 
 // BenchmarkPutsBesideBigReads: issue 16's "reads never stall writes" at
 // the service. A node holds --bench-read-keys keys (100-byte values) under
@@ -91,7 +40,7 @@ func BenchmarkPutsBesideBigReads(b *testing.B) {
 		go func() {
 			defer wg.Done()
 			for i := next.Add(1) - 1; i < int64(keys); i = next.Add(1) - 1 {
-				if _, e := s.propose(&fsm.Put{Key: fmt.Sprintf("r.%07d", i), Value: value}, ""); e != nil {
+				if _, e := s.srv.Propose(&fsm.Put{Key: fmt.Sprintf("r.%07d", i), Value: value}, ""); e != nil {
 					loadErr.Store(e)
 					return
 				}
@@ -198,6 +147,59 @@ func BenchmarkPutsBesideBigReads(b *testing.B) {
 		})
 	}
 }
+
+// Reads that walk many entries run on a view taken after the read barrier
+// (stateMachine.view). Each client writes, then reads what it wrote through
+// every such read: a prefix, a range, a count, a history, a change log, a
+// lease with its keys, the lease list. Each must show the write it follows
+// (a stale view would not); run under -race.
+func TestViewReadsSeeTheWritesBeforeThem(t *testing.T) {
+	_, nc := startTest(t, nil)
+	const clients, rounds = 8, 12
+	testwait.Concurrently(t, clients, func(c int) error {
+		var g schema.LeaseGrantReply
+		if e := testnats.Request(t, nc, "concord.lease.grant", map[string]any{"ttl": 60}, &g); e != nil {
+			return e
+		}
+		prefix := fmt.Sprintf("c%d.", c)
+		for r := 0; r < rounds; r++ {
+			key := fmt.Sprintf("%sk%02d", prefix, r)
+			var put schema.KVPutReply
+			if e := testnats.Request(t, nc, "concord.kv.put", map[string]any{"key": key, "value": r, "lease": g.ID}, &put); e != nil {
+				return e
+			}
+			var got schema.KVGetReply
+			if e := testnats.Request(t, nc, "concord.kv.get", map[string]any{"prefix": prefix}, &got); e != nil {
+				return e
+			}
+			if got.Count != int64(r+1) || len(got.KVs) != r+1 || got.KVs[r].Key != key || got.Revision < put.Revision {
+				return fmt.Errorf("prefix %s after the put of %s at %d: %d keys at revision %d", prefix, key, put.Revision, got.Count, got.Revision)
+			}
+			if e := testnats.Request(t, nc, "concord.kv.get", map[string]any{"range_start": prefix, "range_end": key + "~", "count_only": true}, &got); e != nil || got.Count != int64(r+1) {
+				return fmt.Errorf("range count up to %s: %v %+v", key, e, got)
+			}
+			var h schema.KVHistoryReply
+			if e := testnats.Request(t, nc, "concord.kv.history", map[string]any{"key": key}, &h); e != nil || len(h.Records) != 1 || h.Records[0].Revision != put.Revision {
+				return fmt.Errorf("history of %s: %v %+v", key, e, h)
+			}
+			var ch schema.KVChangesReply
+			if e := testnats.Request(t, nc, "concord.kv.changes", map[string]any{"key": key, "after_revision": put.Revision - 1}, &ch); e != nil || len(ch.Events) != 1 {
+				return fmt.Errorf("changes of %s: %v %+v", key, e, ch)
+			}
+			var li schema.LeaseInfo
+			if e := testnats.Request(t, nc, "concord.lease.info", map[string]any{"id": g.ID, "keys": true}, &li); e != nil || len(li.Keys) != r+1 || !slices.Contains(li.Keys, key) {
+				return fmt.Errorf("lease %d after the put of %s: %v %+v", g.ID, key, e, li)
+			}
+			var ll schema.LeaseListReply
+			if e := testnats.Request(t, nc, "concord.lease.list", map[string]any{"after": g.ID - 1, "limit": 1}, &ll); e != nil || len(ll.Leases) != 1 || ll.Leases[0].KeyCount != int64(r+1) {
+				return fmt.Errorf("lease list at %d after the put of %s: %v %+v", g.ID, key, e, ll)
+			}
+		}
+		return nil
+	})
+}
+
+var benchReadKeys = flag.Int("bench-read-keys", 100_000, "keys under the prefix BenchmarkPutsBesideBigReads reads")
 
 // readPrefixPass reads every key under prefix, page after page, and
 // returns how many it read.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/service/internal/testnats"
 )
 
 // A lone voter elects itself without first waiting out a heartbeat
@@ -24,7 +25,7 @@ func TestLoneVoterStandsAtOnce(t *testing.T) {
 		c.RaftElectionTimeout = time.Minute
 	}
 	s, nc := startTest(t, slow)
-	if e := request(t, nc, "concord.kv.put", map[string]any{"key": "k", "value": 1}, nil); e != nil {
+	if e := testnats.Request(t, nc, "concord.kv.put", map[string]any{"key": "k", "value": 1}, nil); e != nil {
 		t.Fatalf("put: %v", e)
 	}
 	nc.Close()
@@ -33,7 +34,7 @@ func TestLoneVoterStandsAtOnce(t *testing.T) {
 	}
 	s, nc = startTest(t, slow)
 	var got schema.KVGetReply
-	if e := request(t, nc, "concord.kv.get", map[string]any{"key": "k"}, &got); e != nil {
+	if e := testnats.Request(t, nc, "concord.kv.get", map[string]any{"key": "k"}, &got); e != nil {
 		t.Fatalf("get: %v", e)
 	}
 	if len(got.KVs) != 1 || string(got.KVs[0].Value) != "1" {
@@ -57,7 +58,7 @@ func TestCaughtUpAfterReplay(t *testing.T) {
 	s, nc := startTest(t, noSnapshots)
 	waitCaughtUp(t, s)
 	for i := range 50 {
-		if e := request(t, nc, "concord.kv.put", map[string]any{"key": fmt.Sprintf("k%02d", i), "value": i}, nil); e != nil {
+		if e := testnats.Request(t, nc, "concord.kv.put", map[string]any{"key": fmt.Sprintf("k%02d", i), "value": i}, nil); e != nil {
 			t.Fatalf("put: %v", e)
 		}
 	}

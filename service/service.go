@@ -13,13 +13,13 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
 
 	"github.com/concord-io/concord/service/decode"
 	"github.com/concord-io/concord/service/loglimit"
 	"github.com/concord-io/concord/service/logstore"
 	"github.com/concord-io/concord/service/metrics"
 	"github.com/concord-io/concord/service/replica"
+	"github.com/concord-io/concord/service/serving"
 	"github.com/concord-io/concord/subjects"
 )
 
@@ -34,10 +34,8 @@ type Service struct {
 	// gateways, which a bootstrap waits for (busguard.go).
 	nsOpts *server.Options
 	nc     *nats.Conn
-	// maxPayload is the connection's max payload, which bounds replies.
-	maxPayload int64
-	// dec decodes requests under the configured limits; it is set with
-	// maxPayload, before any request is served.
+	// dec decodes the cluster requests the node serves itself, under the
+	// configured limits; it is set once NATS is connected.
 	dec decode.Decoder
 
 	store *logstore.Store
@@ -51,8 +49,6 @@ type Service struct {
 	trans     *raft.NetworkTransport
 	raft      *raft.Raft
 	sm        *replica.StateMachine
-	// proposer groups the commands of concurrent requests into log entries.
-	proposer *proposer
 	// formats turns batching on while every member reads batch entries.
 	formats *formatGate
 
@@ -62,24 +58,13 @@ type Service struct {
 
 	clock leaseClock
 	pub   *publisher
-	// reads confirms linearizable reads (readbarrier.go); it is made with
-	// Raft, and is set before s.raft.
-	reads    *readBarrier
+	// applied waits for the state machine's applied index; it is made
+	// with Raft, and is set before s.raft.
+	applied  replica.AppliedWaiter
 	notifyCh chan bool
-	// pool runs the request handlers (dispatch.go).
-	pool *workerPool[job]
-
-	// backupStore holds the backups this node took as leader (backup.go).
-	backupOnce  sync.Once
-	backupStore *backupStore
-
-	// subsMu guards microSvc: the nats micro service through which the
-	// leader serves requests (micro.go); nil while not leading.
-	subsMu   sync.Mutex
-	microSvc micro.Service
-	// reqStats counts requests per endpoint for the life of the process,
-	// across leadership terms.
-	reqStats *requestStats
+	// srv serves the request subjects while this node leads; it is made
+	// once the state machine exists, before anything can ask for it.
+	srv *serving.Server
 
 	// failed receives the error that stops a running node (a refused
 	// join); the process should exit with it.
@@ -87,10 +72,8 @@ type Service struct {
 
 	// eventsNC is the connection watch events go out on. It subscribes to
 	// nothing, so no request can steer a reply onto it, and with the
-	// shipped roles only it may publish on watch subjects (replyguard.go).
+	// shipped roles only it may publish on watch subjects (service/serving/replyguard.go).
 	eventsNC *nats.Conn
-	// replyLog spaces the log lines about refused reply subjects.
-	replyLog loglimit.Every
 
 	// raftStarted is set once s.raft is assigned; node info, /readyz,
 	// /metrics and the standby read s.raft only after it, since they
@@ -104,9 +87,6 @@ type Service struct {
 	// snapshot restored) and lastAtStart the last index of the log then:
 	// a restart replays the entries between them. Set before raftStarted.
 	replayFrom, lastAtStart uint64
-	// servingSince is when this node's leader subscription came up (unix
-	// nanoseconds), 0 while it has none (dispatch.go).
-	servingSince atomic.Int64
 	// standby answers requests with 503 while this node cannot serve and
 	// no other node leads (standby.go).
 	standby standby
@@ -152,23 +132,14 @@ func Start(cfg Config) (*Service, error) {
 		failed:   make(chan error, 1),
 		fenceCh:  make(chan struct{}, 1),
 		caughtUp: make(chan struct{}),
-		reqStats: newRequestStats(subjects.Endpoints),
-		replyLog: loglimit.Every{Interval: replyLogEvery},
 	}
 	s.standby.held = make(chan heldRequest, standbyMaxPending)
-	s.proposer = newProposer(s.applyEntry, false)
-	s.formats = newFormatGate(s.proposer.batching.Store)
+	// The gate changes batching only within a leadership term, once the
+	// server exists.
+	s.formats = newFormatGate(func(on bool) { s.srv.SetBatching(on) })
 	s.started = time.Now()
 	s.metrics = metrics.New(metricsSource{s})
-	for _, r := range replyRefusedReasons {
-		// Every reason is a series from the first scrape, at 0.
-		s.metrics.RefusedReplies.WithLabelValues(r)
-	}
-	// The request metrics are the counters micro's STATS reads.
-	s.metrics.Registry().MustRegister(s.reqStats)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.proposer.stop = s.ctx
-	s.pool = newWorkerPool(cfg.MaxInflight, workerIdle, s.ctx.Done(), s.handle)
 	if err := s.start(); err != nil {
 		s.Close()
 		return nil, err
@@ -203,14 +174,13 @@ func (s *Service) start() error {
 		return natsConnectError(url, s.ns != nil, err)
 	}
 	s.nc = nc
-	s.maxPayload = nc.MaxPayload()
-	s.dec = decode.New(s.cfg.decodeLimits(), s.maxPayload)
+	s.dec = decode.New(s.cfg.decodeLimits(), nc.MaxPayload())
 	if need := int64(s.cfg.MaxValueBytes + payloadHeadroom); nc.MaxPayload() < need {
 		s.log.Warn("the NATS max_payload is below the largest value plus its envelope; large puts will be refused by NATS",
 			"max_payload", nc.MaxPayload(), "max_value_bytes", s.cfg.MaxValueBytes)
 	}
 	// Watch events go out on a connection of their own, which answers no
-	// request (replyguard.go).
+	// request (service/serving/replyguard.go).
 	eventsAuth, err := s.cfg.eventsAuth().options()
 	if err != nil {
 		return fmt.Errorf("watch event connection: %w", err)
@@ -234,6 +204,20 @@ func (s *Service) start() error {
 	s.sm.OnSnapshot = s.metrics.ObserveSnapshot
 	s.sm.SnapshotVersion = s.snapshotVersion
 	s.goRun(s.pub.run)
+	s.srv = serving.New(s.ctx, serving.Options{
+		NodeID: s.cfg.NodeID, DataDir: s.cfg.DataDir, Version: s.cfg.Version,
+		MaxInflight: s.cfg.MaxInflight, ListingShare: s.cfg.ListingShare, TestAllowAnyReply: s.cfg.TestAllowAnyReply,
+		ApplyTimeout: s.cfg.ApplyTimeout,
+		Log:          s.log, Names: s.names, Conn: s.nc, MaxPayload: nc.MaxPayload(), Decoder: s.dec,
+		Cluster:        serving.ClusterHandlers{Join: s.handleJoin, Remove: s.handleRemove, Status: s.handleStatus, Snapshot: s.handleSnapshot},
+		ApplyDuration:  s.metrics.ApplyDuration,
+		RefusedReplies: s.metrics.RefusedReplies,
+		ListingPaused:  s.metrics.ObserveListingPause,
+		// The standby leaves every later request to the subscription.
+		OnServing: func() { s.setStandby(false) },
+	}, servingNode{s}, s.sm)
+	// The request metrics are the counters micro's STATS reads.
+	s.metrics.Registry().MustRegister(s.srv.RequestStats())
 	s.probePrefix = nats.NewInbox()
 	if s.cfg.TestPauseFile != "" {
 		s.pause = replica.NewTestPause(s.cfg.TestPauseFile, s.log, s.ctx.Done())
@@ -258,12 +242,16 @@ func (s *Service) start() error {
 	return nil
 }
 
+// eventsLogEvery spaces the log lines about the watch-event connection's
+// errors.
+const eventsLogEvery = 10 * time.Second
+
 // eventsErrorHandler logs the watch-event connection's asynchronous
-// errors, at most one line per replyLogEvery: a role that may not publish
+// errors, at most one line per eventsLogEvery: a role that may not publish
 // watch events is refused every event. A permission violation says what to
 // fix.
 func eventsErrorHandler(log *slog.Logger) nats.ErrHandler {
-	limit := loglimit.Every{Interval: replyLogEvery}
+	limit := loglimit.Every{Interval: eventsLogEvery}
 	return func(_ *nats.Conn, _ *nats.Subscription, err error) {
 		if !limit.Allow() {
 			return
@@ -312,7 +300,9 @@ func (s *Service) Close() error {
 	s.closed.Do(func() {
 		s.stopping.Store(true) // the standby stays down (standby.go)
 		s.closeHTTP()
-		s.unsubscribe()
+		if s.srv != nil {
+			s.srv.Unsubscribe()
+		}
 		// No more events: an apply must not wait on a publisher that is
 		// stopping, or Raft's shutdown would wait on the apply.
 		if s.pub != nil {

@@ -16,6 +16,8 @@ import (
 
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/service/internal/testnats"
+	"github.com/concord-io/concord/service/internal/testwait"
 )
 
 // startTest starts an in-process node on random ports in a temp dir and
@@ -58,55 +60,6 @@ func startTest(t testing.TB, mod func(*Config)) (*Service, *nats.Conn) {
 	return s, nc
 }
 
-// concurrently runs f(0) … f(n-1) at once and fails the test with every
-// error they return.
-func concurrently(t *testing.T, n int, f func(c int) error) {
-	t.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for c := 0; c < n; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := f(c); err != nil {
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	if t.Failed() {
-		t.FailNow()
-	}
-}
-
-func request(t *testing.T, nc *nats.Conn, subject string, body any, out any) *schema.Error {
-	t.Helper()
-	data, _ := json.Marshal(body)
-	msg, err := nc.Request(subject, data, 10*time.Second)
-	if err != nil {
-		// Not a wire error: a name no reply can carry, so no test mistakes it for one.
-		return &schema.Error{Name: "transport", Description: err.Error()}
-	}
-	if msg.Header.Get(schema.HeaderErrorCode) != "" {
-		var er schema.ErrorReply
-		if err := json.Unmarshal(msg.Data, &er); err != nil {
-			t.Errorf("bad error body %s", msg.Data)
-			return nil
-		}
-		return er.Error
-	}
-	if out != nil {
-		if err := json.Unmarshal(msg.Data, out); err != nil {
-			t.Errorf("decode %s: %v", msg.Data, err)
-		}
-	}
-	return nil
-}
-
 // Many clients at once, every endpoint, watchers listening: run under
 // -race. Every acknowledged put of a key that was never deleted is there.
 func TestConcurrentClientsKeepStateConsistent(t *testing.T) {
@@ -124,21 +77,21 @@ func TestConcurrentClientsKeepStateConsistent(t *testing.T) {
 	defer sub.Unsubscribe()
 
 	const clients, rounds = 16, 30
-	concurrently(t, clients, func(c int) error {
+	testwait.Concurrently(t, clients, func(c int) error {
 		var g schema.LeaseGrantReply
-		if e := request(t, nc, "concord.lease.grant", map[string]any{"ttl": 60}, &g); e != nil {
+		if e := testnats.Request(t, nc, "concord.lease.grant", map[string]any{"ttl": 60}, &g); e != nil {
 			return e
 		}
 		for r := 0; r < rounds; r++ {
 			key := fmt.Sprintf("c%d.k%d", c, r)
-			if e := request(t, nc, "concord.kv.put", map[string]any{"key": key, "value": r, "lease": g.ID}, nil); e != nil {
+			if e := testnats.Request(t, nc, "concord.kv.put", map[string]any{"key": key, "value": r, "lease": g.ID}, nil); e != nil {
 				return e
 			}
-			if e := request(t, nc, "concord.lease.keepalive", map[string]any{"id": g.ID}, nil); e != nil {
+			if e := testnats.Request(t, nc, "concord.lease.keepalive", map[string]any{"id": g.ID}, nil); e != nil {
 				return e
 			}
 			var got schema.KVGetReply
-			if e := request(t, nc, "concord.kv.get", map[string]any{"key": key}, &got); e != nil || len(got.KVs) != 1 {
+			if e := testnats.Request(t, nc, "concord.kv.get", map[string]any{"key": key}, &got); e != nil || len(got.KVs) != 1 {
 				return fmt.Errorf("read-your-write of %s: %v %+v", key, e, got)
 			}
 		}
@@ -164,7 +117,7 @@ func TestLinearizableReadWithNonCommandTail(t *testing.T) {
 	}
 	start := time.Now()
 	var g schema.KVGetReply
-	if e := request(t, nc, "concord.kv.get", map[string]any{"prefix": ""}, &g); e != nil {
+	if e := testnats.Request(t, nc, "concord.kv.get", map[string]any{"prefix": ""}, &g); e != nil {
 		t.Fatal(e)
 	}
 	if time.Since(start) > 2*time.Second {
@@ -244,7 +197,7 @@ func TestConfigRejectsNonsense(t *testing.T) {
 func TestWALMetricsCountTheLog(t *testing.T) {
 	s, nc := startTest(t, nil)
 	for i := 0; i < 20; i++ {
-		if e := request(t, nc, "concord.kv.put", map[string]any{"key": fmt.Sprintf("wal.%d", i), "value": i}, nil); e != nil {
+		if e := testnats.Request(t, nc, "concord.kv.put", map[string]any{"key": fmt.Sprintf("wal.%d", i), "value": i}, nil); e != nil {
 			t.Fatal(e)
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/concord-io/concord/service/internal/testnats"
 )
 
 // A node asks for a snapshot once the commands since the last one reach
@@ -14,7 +16,7 @@ func TestSnapshotByCommandCount(t *testing.T) {
 		c.SnapshotInterval = time.Hour
 	})
 	for i := range 120 {
-		if e := request(t, nc, "concord.kv.put", map[string]any{"key": fmt.Sprintf("k%03d", i), "value": i}, nil); e != nil {
+		if e := testnats.Request(t, nc, "concord.kv.put", map[string]any{"key": fmt.Sprintf("k%03d", i), "value": i}, nil); e != nil {
 			t.Fatalf("put: %v", e)
 		}
 	}

@@ -16,7 +16,7 @@ import (
 )
 
 // The standby: a node that cannot serve is never silent. Only the leader
-// serves the request subjects (micro.go), so without it a restarting node
+// serves the request subjects (service/serving), so without it a restarting node
 // (restoring its snapshot, replaying its log, waiting for an election)
 // left clients with NATS "no responders", which looks the same as no
 // cluster at all. The standby answers those requests with 503
@@ -58,7 +58,7 @@ import (
 // idempotency key, which applies it once, and no node starts it after its
 // deadline (decode.Deadline).
 //
-// Replies go only where the reply guard allows (replyguard.go).
+// Replies go only where the reply guard allows (service/serving/replyguard.go).
 
 // standbyQueueGroup is the standby subscriptions' queue group.
 const standbyQueueGroup = "concord-standby"
@@ -232,7 +232,16 @@ func (s *Service) pollLeader(ctx context.Context) {
 }
 
 // serving reports whether this node's leader subscription is up.
-func (s *Service) serving() bool { return s.servingSince.Load() != 0 }
+func (s *Service) serving() bool { return s.servingSince() != 0 }
+
+// servingSince is when this node's leader subscription came up (unix
+// nanoseconds), 0 while it has none.
+func (s *Service) servingSince() int64 {
+	if s.srv == nil {
+		return 0
+	}
+	return s.srv.ServingSince()
+}
 
 // raftKnowsLeader reports whether Raft runs and knows a leader.
 func (s *Service) raftKnowsLeader() bool {
@@ -310,7 +319,7 @@ func (s *Service) setStandby(on bool) {
 		return
 	}
 	subs := make([]*nats.Subscription, 0, len(subjects.Endpoints))
-	for _, ep := range endpointOrder(s.handlers()) {
+	for _, ep := range s.srv.Endpoints() {
 		if ep == subjects.ClusterJoin {
 			// A join is a Raft configuration change, which often takes
 			// the leader longer than the hold: a 503 would beat its
@@ -337,10 +346,10 @@ func (s *Service) setStandby(on bool) {
 // subscription's goroutine, so it never waits.
 func (s *Service) holdRequest(ep subjects.Endpoint, m *nats.Msg) {
 	arrived := time.Now()
-	if since := s.servingSince.Load(); since != 0 && arrived.UnixNano() > since {
+	if since := s.servingSince(); since != 0 && arrived.UnixNano() > since {
 		return // this node's leader subscription has it too
 	}
-	if m.Reply == "" || !s.replyAllowed(m) {
+	if m.Reply == "" || !s.srv.ReplyAllowed(m) {
 		return
 	}
 	select {
@@ -376,8 +385,8 @@ func (s *Service) answerHeld(ctx context.Context) {
 			deadline, _ := decode.Deadline(h.m, time.Time{})
 			e = standbyReply(s.standbyActivity(), h.ep.Writes() && !s.loneMember(), deadline)
 		}
-		e = s.respond(h.m, nil, e)
-		s.reqStats.observe(h.ep, time.Since(h.arrived), e)
+		e = s.srv.Respond(h.m, nil, e)
+		s.srv.Observe(h.ep, time.Since(h.arrived), e)
 	}
 }
 
@@ -387,7 +396,7 @@ func (s *Service) answerHeld(ctx context.Context) {
 // now does not matter: nothing says its subscription got the request (see
 // the top of this file).
 func (s *Service) standbyAnswers(arrived time.Time) bool {
-	since := s.servingSince.Load()
+	since := s.servingSince()
 	return since == 0 || arrived.UnixNano() <= since
 }
 

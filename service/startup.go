@@ -71,7 +71,7 @@ func (s *Service) applyTarget(applied, index uint64) uint64 {
 	if applied >= index {
 		return applied
 	}
-	last, err := s.reads.applied.LastFSMEntry(applied, index)
+	last, err := s.applied.LastFSMEntry(applied, index)
 	if err != nil {
 		return index
 	}

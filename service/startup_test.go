@@ -1,10 +1,16 @@
 package service
 
 import (
+	"context"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/service/internal/testnats"
+	"github.com/concord-io/concord/service/serving"
+	"github.com/concord-io/concord/subjects"
 )
 
 // Before Raft runs, a node's activity is the restore's progress while one
@@ -29,7 +35,7 @@ func TestActivityBeforeRaft(t *testing.T) {
 // and it leaves a request to this node's leader subscription when that
 // was up before the request came.
 func TestStandbyDecides(t *testing.T) {
-	s := &Service{cfg: Config{NodeID: "n1"}}
+	s := &Service{cfg: Config{NodeID: "n1"}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	now := time.Now().UnixNano()
 	if s.standbyWanted(0) {
 		t.Error("wanted before the bus settled")
@@ -58,7 +64,14 @@ func TestStandbyDecides(t *testing.T) {
 		t.Error("a leader heard long ago still silences the standby")
 	}
 	before := time.Now()
-	s.servingSince.Store(time.Now().UnixNano())
+	names, _ := subjects.New(subjects.DefaultPrefix)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s.srv = serving.New(ctx, serving.Options{Conn: testnats.Connect(t), Names: names, Log: s.log, MaxInflight: 1}, nil, nil)
+	if err := s.srv.Subscribe(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.srv.Unsubscribe()
 	if s.standbyWanted(now) {
 		t.Error("wanted while this node serves")
 	}
@@ -76,11 +89,11 @@ func TestStandbyDecides(t *testing.T) {
 // again, the standby is gone at once and requests succeed.
 func TestStandbyAnswersWhileNotServing(t *testing.T) {
 	s, nc := startTest(t, nil)
-	s.unsubscribe()
+	s.srv.Unsubscribe()
 	var e *schema.Error
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		e = request(t, nc, "concord.kv.get", map[string]any{"key": "a"}, nil)
+		e = testnats.Request(t, nc, "concord.kv.get", map[string]any{"key": "a"}, nil)
 		if e != nil && e.Name == schema.ErrUnavailable {
 			break
 		}
@@ -118,7 +131,7 @@ func TestStandbyAnswersWhileNotServing(t *testing.T) {
 		t.Fatalf("the standby answered a join: %s %v", m.Data, m.Header)
 	}
 
-	if err := s.subscribe(); err != nil {
+	if err := s.srv.Subscribe(); err != nil {
 		t.Fatal(err)
 	}
 	s.standby.mu.Lock()
@@ -128,7 +141,7 @@ func TestStandbyAnswersWhileNotServing(t *testing.T) {
 		t.Fatal("the standby is still subscribed once the node serves")
 	}
 	for i := 0; i < 20; i++ {
-		if e := request(t, nc, "concord.kv.get", map[string]any{"key": "a"}, nil); e != nil {
+		if e := testnats.Request(t, nc, "concord.kv.get", map[string]any{"key": "a"}, nil); e != nil {
 			t.Fatalf("request %d once serving again: %v", i, e)
 		}
 	}

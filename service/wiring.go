@@ -1,9 +1,13 @@
 package service
 
 import (
+	"time"
+
 	"github.com/hashicorp/raft"
 
 	"github.com/concord-io/concord/fsm"
+	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/subjects"
 )
 
 // The node as the packages split out of it see it: small adapter types,
@@ -16,11 +20,29 @@ type metricsSource struct{ s *Service }
 func (m metricsSource) ReadState(f func(*fsm.State)) { m.s.sm.Read(f) }
 func (m metricsSource) AppliedIndex() uint64         { return m.s.sm.Applied.Get() }
 func (m metricsSource) BatchEntries() uint64         { return m.s.sm.BatchEntries() }
-func (m metricsSource) Batching() bool               { return m.s.proposer.batching.Load() }
+func (m metricsSource) Batching() bool               { return m.s.srv != nil && m.s.srv.Batching() }
 
 func (m metricsSource) Raft() *raft.Raft {
 	if !m.s.raftStarted.Load() {
 		return nil
 	}
 	return m.s.raft
+}
+
+// servingNode is the node as its request server sees it.
+type servingNode struct{ s *Service }
+
+func (n servingNode) LeaseNow() (int64, bool)      { return n.s.clock.now() }
+func (n servingNode) AllRead(format int) bool      { return n.s.formats.allRead(format) }
+func (n servingNode) ConflictError() *schema.Error { return n.s.conflictError() }
+func (n servingNode) DiskFullError(ep subjects.Endpoint) *schema.Error {
+	return n.s.diskFullError(ep)
+}
+func (n servingNode) Apply(entry []byte) raft.ApplyFuture {
+	return n.s.raft.Apply(entry, n.s.cfg.ApplyTimeout)
+}
+func (n servingNode) CommitIndex() uint64       { return n.s.raft.CommitIndex() }
+func (n servingNode) VerifyLeader() raft.Future { return n.s.raft.VerifyLeader() }
+func (n servingNode) WaitApplied(index uint64, timeout time.Duration) *schema.Error {
+	return n.s.applied.Wait(index, timeout)
 }

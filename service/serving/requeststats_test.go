@@ -1,4 +1,4 @@
-package service
+package serving
 
 import (
 	"testing"
@@ -8,6 +8,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/service/internal/testnats"
 	"github.com/concord-io/concord/subjects"
 )
 
@@ -96,38 +97,6 @@ func TestRequestStatsOneCountTwoViews(t *testing.T) {
 	}
 }
 
-// On a running node one request moves the micro STATS and the Prometheus
-// count by one each, success and error alike.
-func TestOneRequestMovesBothViews(t *testing.T) {
-	s, nc := startTest(t, nil)
-	count := func() (microN, microErr uint64, prom, promErr float64) {
-		st := grantStats(t, nc)
-		prom, _ = gatheredValue(t, s.metrics.Registry(), "concord_requests_total", "endpoint", "lease_grant")
-		promErr, _ = gatheredValue(t, s.metrics.Registry(), "concord_request_errors_total", "endpoint", "lease_grant", "error", "invalid_request")
-		return st.Requests, st.Errors[schema.ErrInvalidRequest], prom, promErr
-	}
-	m0, me0, p0, pe0 := count()
-	if float64(m0) != p0 || float64(me0) != pe0 {
-		t.Fatalf("views differ before: micro %d/%d, prometheus %v/%v", m0, me0, p0, pe0)
-	}
-	if e := request(t, nc, "concord.lease.grant", map[string]any{"ttl": 30}, nil); e != nil {
-		t.Fatal(e)
-	}
-	waitGrantStats(t, nc, m0+1, me0)
-	m1, me1, p1, pe1 := count()
-	if m1 != m0+1 || p1 != p0+1 || me1 != me0 || pe1 != pe0 {
-		t.Fatalf("after a grant: micro %d→%d, prometheus %v→%v; errors micro %d→%d, prometheus %v→%v", m0, m1, p0, p1, me0, me1, pe0, pe1)
-	}
-	if e := request(t, nc, "concord.lease.grant", map[string]any{"ttl": 0}, nil); e == nil || e.Name != schema.ErrInvalidRequest {
-		t.Fatalf("bad grant: %v", e)
-	}
-	waitGrantStats(t, nc, m0+2, me0+1)
-	m2, me2, p2, pe2 := count()
-	if m2 != m1+1 || p2 != p1+1 || me2 != me1+1 || pe2 != pe1+1 {
-		t.Fatalf("after a bad grant: micro %d→%d, prometheus %v→%v; errors micro %d→%d, prometheus %v→%v", m1, m2, p1, p2, me1, me2, pe1, pe2)
-	}
-}
-
 // A write's tail under load lies between 5 and 25 ms; the histogram must
 // tell its p99 apart there, or an operator (and the reads-beside-writes
 // measurement) cannot see whether it doubled: observations of 11 and 22 ms
@@ -168,5 +137,39 @@ func TestRequestDurationBucketsResolveWriteTail(t *testing.T) {
 	}
 	if below11 != 1 || below22 != 2 {
 		t.Fatalf("the first bucket holding 11 ms counts %d, the first holding 22 ms %d: want 1 and 2 (different buckets)", below11, below22)
+	}
+}
+
+// On a running server one request moves the micro STATS and the Prometheus
+// count by one each, success and error alike.
+func TestOneRequestMovesBothViews(t *testing.T) {
+	s, nc, _ := startServer(t, nil)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(s.RequestStats())
+	count := func() (microN, microErr uint64, prom, promErr float64) {
+		st := grantStats(t, nc)
+		prom, _ = gatheredValue(t, reg, "concord_requests_total", "endpoint", "lease_grant")
+		promErr, _ = gatheredValue(t, reg, "concord_request_errors_total", "endpoint", "lease_grant", "error", "invalid_request")
+		return st.Requests, st.Errors[schema.ErrInvalidRequest], prom, promErr
+	}
+	m0, me0, p0, pe0 := count()
+	if float64(m0) != p0 || float64(me0) != pe0 {
+		t.Fatalf("views differ before: micro %d/%d, prometheus %v/%v", m0, me0, p0, pe0)
+	}
+	if e := testnats.Request(t, nc, "concord.lease.grant", map[string]any{"ttl": 30}, nil); e != nil {
+		t.Fatal(e)
+	}
+	waitGrantStats(t, nc, m0+1, me0)
+	m1, me1, p1, pe1 := count()
+	if m1 != m0+1 || p1 != p0+1 || me1 != me0 || pe1 != pe0 {
+		t.Fatalf("after a grant: micro %d→%d, prometheus %v→%v; errors micro %d→%d, prometheus %v→%v", m0, m1, p0, p1, me0, me1, pe0, pe1)
+	}
+	if e := testnats.Request(t, nc, "concord.lease.grant", map[string]any{"ttl": 0}, nil); e == nil || e.Name != schema.ErrInvalidRequest {
+		t.Fatalf("bad grant: %v", e)
+	}
+	waitGrantStats(t, nc, m0+2, me0+1)
+	m2, me2, p2, pe2 := count()
+	if m2 != m1+1 || p2 != p1+1 || me2 != me1+1 || pe2 != pe1+1 {
+		t.Fatalf("after a bad grant: micro %d→%d, prometheus %v→%v; errors micro %d→%d, prometheus %v→%v", m1, m2, p1, p2, me1, me2, pe1, pe2)
 	}
 }

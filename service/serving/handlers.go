@@ -1,4 +1,4 @@
-package service
+package serving
 
 import (
 	"context"
@@ -19,8 +19,8 @@ import (
 // of one key or one lease under the state's read lock, anything that may
 // walk many entries on a view taken after the barrier (stateMachine.view),
 // so that Apply never waits for it.
-func (s *Service) handlers() map[subjects.Endpoint]handlerFunc {
-	return map[subjects.Endpoint]handlerFunc{
+func (s *Server) handlers() map[subjects.Endpoint]HandlerFunc {
+	return map[subjects.Endpoint]HandlerFunc{
 		subjects.LeaseGrant:         proposes(s, noBodyKey(s.dec.Grant)),
 		subjects.LeaseKeepAlive:     proposes(s, noBodyKey(s.dec.KeepAlive)),
 		subjects.LeaseKeepAliveMany: proposes(s, noBodyKey(s.dec.KeepAliveMany)),
@@ -35,10 +35,10 @@ func (s *Service) handlers() map[subjects.Endpoint]handlerFunc {
 		subjects.KVHistory:          s.handleHistory,
 		subjects.KVCompact:          proposes(s, noBodyKey(s.dec.Compact)),
 
-		subjects.ClusterJoin:     s.handleJoin,
-		subjects.ClusterRemove:   s.handleRemove,
-		subjects.ClusterStatus:   s.handleStatus,
-		subjects.ClusterSnapshot: s.handleSnapshot,
+		subjects.ClusterJoin:     s.cfg.Cluster.Join,
+		subjects.ClusterRemove:   s.cfg.Cluster.Remove,
+		subjects.ClusterStatus:   s.cfg.Cluster.Status,
+		subjects.ClusterSnapshot: s.cfg.Cluster.Snapshot,
 
 		subjects.ClusterBackup:      s.handleBackup,
 		subjects.ClusterBackupChunk: s.handleBackupChunk, // replies with raw bytes (backup.go)
@@ -50,7 +50,7 @@ func (s *Service) handlers() map[subjects.Endpoint]handlerFunc {
 // under the request's key (decode.IdempotencyKey), no later than its
 // deadline (decode.Deadline), and reply with what applying it produced. A request
 // that does not decode is refused before the log.
-func proposes[C any](s *Service, decodeBody func([]byte) (C, string, *schema.Error)) handlerFunc {
+func proposes[C any](s *Server, decodeBody func([]byte) (C, string, *schema.Error)) HandlerFunc {
 	return func(_ context.Context, m *nats.Msg) (any, *schema.Error) {
 		cmd, bodyKey, e := decodeBody(m.Data)
 		if e != nil {
@@ -81,7 +81,7 @@ func noBodyKey[C any](decodeBody func([]byte) (C, *schema.Error)) func([]byte) (
 	}
 }
 
-func (s *Service) handleChanges(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
+func (s *Server) handleChanges(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
 	q, e := s.dec.Changes(m.Data)
 	if e != nil {
 		return nil, e
@@ -97,7 +97,7 @@ func (s *Service) handleChanges(ctx context.Context, m *nats.Msg) (any, *schema.
 	return reply, nil
 }
 
-func (s *Service) handleInfo(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
+func (s *Server) handleInfo(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
 	req, e := s.dec.LeaseInfo(m.Data)
 	if e != nil {
 		return nil, e
@@ -121,7 +121,7 @@ func (s *Service) handleInfo(ctx context.Context, m *nats.Msg) (any, *schema.Err
 	return info, nil
 }
 
-func (s *Service) handleList(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
+func (s *Server) handleList(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
 	req, e := s.dec.LeaseList(m.Data)
 	if e != nil {
 		return nil, e
@@ -134,7 +134,7 @@ func (s *Service) handleList(ctx context.Context, m *nats.Msg) (any, *schema.Err
 	return v.LeaseList(req.IncludeAnonymous, req.After, req.Limit, max(now, v.Now())), nil
 }
 
-func (s *Service) handleGet(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
+func (s *Server) handleGet(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
 	req, e := s.dec.Get(m.Data)
 	if e != nil {
 		return nil, e
@@ -152,7 +152,7 @@ func (s *Service) handleGet(ctx context.Context, m *nats.Msg) (any, *schema.Erro
 	} else {
 		buf := kvsPool.Get().(*[]schema.KeyValue)
 		req.Query.Into = *buf
-		pace := newListingPacer(s.cfg.ListingShare, s.proposer.writing, s.metrics.ObserveListingPause)
+		pace := newListingPacer(s.cfg.ListingShare, s.proposer.writing, s.cfg.ListingPaused)
 		req.Query.Yield = pace.yield
 		v := s.sm.View()
 		reply, err = v.GetAt(req.Query, req.Revision, max(now, v.Now()))
@@ -205,7 +205,7 @@ func (r *pooledGetReply) release() {
 	}
 }
 
-func (s *Service) handleHistory(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
+func (s *Server) handleHistory(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
 	req, e := s.dec.History(m.Data)
 	if e != nil {
 		return nil, e

@@ -1,4 +1,4 @@
-package service
+package serving
 
 import (
 	"sync/atomic"
@@ -30,7 +30,7 @@ var (
 var requestDurationBuckets = []float64{.0005, .001, .0025, .005, .0075, .01, .015, .02, .025, .05, .1, .25, .5, 1, 2.5, 5}
 
 // requestStats holds the counts of every request endpoint. It is made once
-// per Service, so the counts cover the process's life across leadership
+// per Server, so the counts cover the process's life across leadership
 // terms, and its map is never written after that, so concurrent lookups
 // are safe. It is a prometheus.Collector of the request metrics.
 type requestStats struct {

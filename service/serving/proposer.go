@@ -1,4 +1,4 @@
-package service
+package serving
 
 import (
 	"context"
@@ -27,10 +27,10 @@ import (
 // single-command entry it always was, so an idle server answers as fast as
 // before: nothing waits for a timer.
 //
-// Batch entries are proposed only while batching is on (formatgate.go:
-// every member reads them); while it is off every command goes straight to
-// Raft as its own entry, with no bound on how many are in flight, exactly
-// as before batches existed.
+// Batch entries are proposed only while batching is on (the node turns it
+// on once every member reads them, Server.SetBatching); while it is off
+// every command goes straight to Raft as its own entry, with no bound on
+// how many are in flight, exactly as before batches existed.
 //
 // There is no proposing goroutine: the request that finds a free slot
 // proposes, and a request whose entry has applied hands the next batch to
@@ -61,7 +61,7 @@ type proposer struct {
 	// clock reads the time a batch is proposed at, to leave out the
 	// proposals whose deadline has passed by then; time.Now but in tests.
 	clock func() time.Time
-	// stop ends with the node (Service.ctx). A future Raft took but never
+	// stop ends with the node (the ctx given to New). A future Raft took but never
 	// served when it shut down is never answered (raft v1.8.0), so entries
 	// are waited for until stop ends and then answered outcome unknown:
 	// a goroutine that proposes may be one Close waits for (the limits
@@ -227,7 +227,7 @@ func (p *proposer) proposeEntry(batch []*proposal) {
 		if err == p.stop.Err() {
 			err = raft.ErrRaftShutdown // not answered before the node stopped
 		}
-		answer(raftError(err))
+		answer(RaftError(err))
 		return
 	}
 	switch r := f.Response().(type) {
@@ -286,25 +286,25 @@ func (p *proposer) dropExpired(batch []*proposal) []*proposal {
 // so both keep the lease until at least t + ttl; the earlier stamp is the
 // closer one, and it keeps a command that goes alone byte for byte the
 // entry it always was.
-func (s *Service) propose(body any, idempotencyKey string) (*fsm.Result, *schema.Error) {
+func (s *Server) Propose(body any, idempotencyKey string) (*fsm.Result, *schema.Error) {
 	return s.proposeUntil(body, idempotencyKey, time.Time{})
 }
 
 // proposeUntil is propose for a request with a deadline: its command does
 // not enter the log once the deadline has passed (zero: no deadline).
-func (s *Service) proposeUntil(body any, idempotencyKey string, deadline time.Time) (*fsm.Result, *schema.Error) {
-	now, ok := s.clock.now()
+func (s *Server) proposeUntil(body any, idempotencyKey string, deadline time.Time) (*fsm.Result, *schema.Error) {
+	now, ok := s.node.LeaseNow()
 	if !ok {
 		return nil, schema.Errorf(schema.ErrNotLeader, "this node is not the leader")
 	}
 	// A transaction's deletes say "txn" once every member records that
 	// cause; until then they say "delete", as before.
-	if t, ok := body.(*fsm.Txn); ok && s.formats.allRead(fsm.LogFormatTxnCause) {
+	if t, ok := body.(*fsm.Txn); ok && s.node.AllRead(fsm.LogFormatTxnCause) {
 		t.MarkDeletes()
 	}
 	// During a rolling upgrade a member on an older release could not apply
 	// the newer commands: they wait until every member reads them.
-	if need := fsm.RequiredLogFormat(body); need > fsm.LogFormatBatch && !s.formats.allRead(need) {
+	if need := fsm.RequiredLogFormat(body); need > fsm.LogFormatBatch && !s.node.AllRead(need) {
 		return nil, schema.Errorf(schema.ErrUnavailable, "not every member of the cluster has said it runs a release that applies this request (log format %d); retry once every node runs this release", need)
 	}
 	data, err := fsm.EncodeKeyed(now, idempotencyKey, body)
@@ -318,7 +318,7 @@ func (s *Service) proposeUntil(body any, idempotencyKey string, deadline time.Ti
 	}
 	failpoint.Inject(failpoint.BeforeReply)
 	// From proposing to the result, the wait for a batch included.
-	s.metrics.ApplyDuration.Observe(time.Since(start).Seconds())
+	s.cfg.ApplyDuration.Observe(time.Since(start).Seconds())
 	if res.Err != nil {
 		if errors.Is(res.Err, fsm.ErrBadCommand) {
 			s.log.Error("state machine rejected a command", "err", res.Err)
@@ -328,12 +328,12 @@ func (s *Service) proposeUntil(body any, idempotencyKey string, deadline time.Ti
 	return res, nil
 }
 
-// raftError maps Raft's errors to retryable wire errors: 503 only where
+// RaftError maps Raft's errors to retryable wire errors: 503 only where
 // nothing was written (ErrNotLeader, ErrEnqueueTimeout: the entry never
 // reached the log), 504 outcome_unknown where the entry may be in the log
 // and may yet be committed by this node or the next leader (leadership
 // lost, a shutdown while it was in flight, anything else).
-func raftError(err error) *schema.Error {
+func RaftError(err error) *schema.Error {
 	switch {
 	case errors.Is(err, raft.ErrNotLeader):
 		return schema.Errorf(schema.ErrNotLeader, "this node is not the leader")
@@ -345,9 +345,4 @@ func raftError(err error) *schema.Error {
 		return schema.Errorf(schema.ErrOutcomeUnknown, "the node shut down while the request was in the log; it may or may not be applied: retry with the same idempotency key, or read before retrying")
 	}
 	return schema.Errorf(schema.ErrOutcomeUnknown, "raft: %v; the request may or may not be applied", err)
-}
-
-// applyEntry is the proposer's way into the Raft log.
-func (s *Service) applyEntry(entry []byte) raft.ApplyFuture {
-	return s.raft.Apply(entry, s.cfg.ApplyTimeout)
 }

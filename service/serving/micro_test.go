@@ -1,4 +1,4 @@
-package service
+package serving
 
 import (
 	"encoding/json"
@@ -13,40 +13,12 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/service/internal/testnats"
 	"github.com/concord-io/concord/subjects"
 )
 
 // microName is the rule micro applies to service and endpoint names.
 var microName = regexp.MustCompile(`^[A-Za-z0-9\-_]+$`)
-
-// TestMicroServiceName checks that any valid subject prefix, odd ones
-// included, gives a name micro accepts, and that micro itself registers it.
-func TestMicroServiceName(t *testing.T) {
-	cases := map[string]string{
-		"concord":                 "concord",
-		"acme.concord":            "acme_concord",
-		"Acme-1_x.concord":        "Acme-1_x_concord",
-		"a.$b.{c}.#d.~e!f\"g'h|i": "a__b__c___d__e_f_g_h_i",
-	}
-	_, nc := startTest(t, nil)
-	for prefix, want := range cases {
-		if _, err := subjects.New(prefix); err != nil {
-			t.Fatalf("%q is not a valid prefix: %v", prefix, err)
-		}
-		got := microServiceName(prefix)
-		if got != want || !microName.MatchString(got) {
-			t.Errorf("microServiceName(%q) = %q, want %q (matching %s)", prefix, got, want, microName)
-		}
-		svc, err := micro.AddService(nc, micro.Config{Name: got, Version: defaultMicroVersion})
-		if err != nil {
-			t.Errorf("micro refuses the name %q of prefix %q: %v", got, prefix, err)
-			continue
-		}
-		if err := svc.Stop(); err != nil {
-			t.Error(err)
-		}
-	}
-}
 
 func TestMicroVersion(t *testing.T) {
 	for in, want := range map[string]string{
@@ -74,8 +46,7 @@ func TestMicroVersion(t *testing.T) {
 // TestMicroEndpointsMatchHandlers keeps subjects.Endpoints (the order and
 // the counters), the handlers and the JSON Schemas in step.
 func TestMicroEndpointsMatchHandlers(t *testing.T) {
-	s := &Service{}
-	hs := s.handlers()
+	hs := (&Server{}).handlers()
 	if len(hs) != len(subjects.Endpoints) {
 		t.Fatalf("%d handlers, %d subjects.Endpoints", len(hs), len(subjects.Endpoints))
 	}
@@ -144,64 +115,6 @@ type microStatsData struct {
 	Data    endpointSnapshot `json:"data"`
 }
 
-// TestMicroServiceOnLeader checks the registration through micro's own
-// control subjects, and that the counts survive a new leadership term.
-func TestMicroServiceOnLeader(t *testing.T) {
-	s, nc := startTest(t, func(c *Config) { c.Version = "v1.4.0"; c.NodeID = "n7" })
-	var info micro.Info
-	requestJSON(t, nc, "$SRV.INFO.concord", &info)
-	if info.Name != "concord" || info.Version != "1.4.0" || info.Metadata[microMetaNodeID] != "n7" || info.Metadata[microMetaSubjectPrefix] != "concord" {
-		t.Fatalf("info %+v", info)
-	}
-	if len(info.Endpoints) != len(subjects.Endpoints) {
-		t.Fatalf("%d endpoints, want %d", len(info.Endpoints), len(subjects.Endpoints))
-	}
-	for i, ep := range subjects.Endpoints {
-		e := info.Endpoints[i]
-		if e.Name != ep.Name() || e.Subject != "concord."+string(ep) || e.QueueGroup != queueGroup ||
-			e.Metadata[microMetaRequestSchema] != schema.SchemaBaseURL+string(ep)+".request.json" ||
-			e.Metadata[microMetaReplySchema] != schema.SchemaBaseURL+string(ep)+".reply.json" {
-			t.Errorf("endpoint %d: %+v", i, e)
-		}
-	}
-
-	base := grantStats(t, nc)
-	for i := 0; i < 3; i++ {
-		if e := request(t, nc, "concord.lease.grant", map[string]any{"ttl": 30}, nil); e != nil {
-			t.Fatal(e)
-		}
-	}
-	if e := request(t, nc, "concord.lease.grant", map[string]any{"ttl": 0}, nil); e == nil || e.Name != schema.ErrInvalidRequest {
-		t.Fatalf("bad grant: %v", e)
-	}
-	waitGrantStats(t, nc, base.Requests+4, base.Errors[schema.ErrInvalidRequest]+1)
-
-	// A new term registers a new instance; the counts carry over.
-	s.unsubscribe()
-	// The unsubscribe reaches the server on the node's connection, so it
-	// may still answer a moment on ours.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		_, err := nc.Request("$SRV.INFO.concord", nil, 200*time.Millisecond)
-		if errors.Is(err, nats.ErrNoResponders) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after unsubscribe: %v, want no responders", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err := s.subscribe(); err != nil {
-		t.Fatal(err)
-	}
-	var again micro.Info
-	requestJSON(t, nc, "$SRV.INFO.concord", &again)
-	if again.ID == info.ID {
-		t.Fatalf("same instance id %s after a new term", again.ID)
-	}
-	waitGrantStats(t, nc, base.Requests+4, base.Errors[schema.ErrInvalidRequest]+1)
-}
-
 func requestJSON(t *testing.T, nc *nats.Conn, subject string, out any) {
 	t.Helper()
 	msg, err := nc.Request(subject, nil, 5*time.Second)
@@ -244,4 +157,91 @@ func waitGrantStats(t *testing.T, nc *nats.Conn, requests, invalid uint64) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestMicroServiceName checks that any valid subject prefix, odd ones
+// included, gives a name micro accepts, and that micro itself registers it.
+func TestMicroServiceName(t *testing.T) {
+	cases := map[string]string{
+		"concord":                 "concord",
+		"acme.concord":            "acme_concord",
+		"Acme-1_x.concord":        "Acme-1_x_concord",
+		"a.$b.{c}.#d.~e!f\"g'h|i": "a__b__c___d__e_f_g_h_i",
+	}
+	nc := testnats.Connect(t)
+	for prefix, want := range cases {
+		if _, err := subjects.New(prefix); err != nil {
+			t.Fatalf("%q is not a valid prefix: %v", prefix, err)
+		}
+		got := microServiceName(prefix)
+		if got != want || !microName.MatchString(got) {
+			t.Errorf("microServiceName(%q) = %q, want %q (matching %s)", prefix, got, want, microName)
+		}
+		svc, err := micro.AddService(nc, micro.Config{Name: got, Version: defaultMicroVersion})
+		if err != nil {
+			t.Errorf("micro refuses the name %q of prefix %q: %v", got, prefix, err)
+			continue
+		}
+		if err := svc.Stop(); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestMicroServiceOnLeader checks the registration through micro's own
+// control subjects, and that the counts survive a new leadership term.
+func TestMicroServiceOnLeader(t *testing.T) {
+	s, nc, _ := startServer(t, func(o *Options) { o.Version = "v1.4.0"; o.NodeID = "n7" })
+	var info micro.Info
+	requestJSON(t, nc, "$SRV.INFO.concord", &info)
+	if info.Name != "concord" || info.Version != "1.4.0" || info.Metadata[microMetaNodeID] != "n7" || info.Metadata[microMetaSubjectPrefix] != "concord" {
+		t.Fatalf("info %+v", info)
+	}
+	if len(info.Endpoints) != len(subjects.Endpoints) {
+		t.Fatalf("%d endpoints, want %d", len(info.Endpoints), len(subjects.Endpoints))
+	}
+	for i, ep := range subjects.Endpoints {
+		e := info.Endpoints[i]
+		if e.Name != ep.Name() || e.Subject != "concord."+string(ep) || e.QueueGroup != queueGroup ||
+			e.Metadata[microMetaRequestSchema] != schema.SchemaBaseURL+string(ep)+".request.json" ||
+			e.Metadata[microMetaReplySchema] != schema.SchemaBaseURL+string(ep)+".reply.json" {
+			t.Errorf("endpoint %d: %+v", i, e)
+		}
+	}
+
+	base := grantStats(t, nc)
+	for i := 0; i < 3; i++ {
+		if e := testnats.Request(t, nc, "concord.lease.grant", map[string]any{"ttl": 30}, nil); e != nil {
+			t.Fatal(e)
+		}
+	}
+	if e := testnats.Request(t, nc, "concord.lease.grant", map[string]any{"ttl": 0}, nil); e == nil || e.Name != schema.ErrInvalidRequest {
+		t.Fatalf("bad grant: %v", e)
+	}
+	waitGrantStats(t, nc, base.Requests+4, base.Errors[schema.ErrInvalidRequest]+1)
+
+	// A new term registers a new instance; the counts carry over.
+	s.Unsubscribe()
+	// The unsubscribe reaches the server on the node's connection, so it
+	// may still answer a moment on ours.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := nc.Request("$SRV.INFO.concord", nil, 200*time.Millisecond)
+		if errors.Is(err, nats.ErrNoResponders) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after unsubscribe: %v, want no responders", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := s.Subscribe(); err != nil {
+		t.Fatal(err)
+	}
+	var again micro.Info
+	requestJSON(t, nc, "$SRV.INFO.concord", &again)
+	if again.ID == info.ID {
+		t.Fatalf("same instance id %s after a new term", again.ID)
+	}
+	waitGrantStats(t, nc, base.Requests+4, base.Errors[schema.ErrInvalidRequest]+1)
 }

@@ -1,4 +1,4 @@
-package service
+package serving
 
 import (
 	"context"
@@ -41,15 +41,15 @@ import (
 // JSON (see schema.ClusterBackupChunkReply). The leader drops a backup
 // backupDoneGrace after its last chunk was read (a retry of that chunk
 // still works meanwhile), after backupIdleTimeout without a request, and
-// when the node stops; it keeps at most backupMaxInProgress at once. A
+// when the node stops; it keeps at most BackupMaxInProgress at once. A
 // backup lives on the leader that took it: after a leader change its chunks
 // are "backup_not_found", and the client starts again.
 
 // Backup limits.
 const (
-	// backupMaxChunk is the most bytes one chunk reply carries, unless the
+	// BackupMaxChunk is the most bytes one chunk reply carries, unless the
 	// connection's max payload is smaller.
-	backupMaxChunk = 256 << 10
+	BackupMaxChunk = 256 << 10
 	// backupChunkHeadroom is kept free below the max payload for the
 	// reply's subject and headers.
 	backupChunkHeadroom = 8 << 10
@@ -59,9 +59,9 @@ const (
 	// backupDoneGrace is how long a backup is kept after its last chunk was
 	// read, so that a retry of that chunk still finds it.
 	backupDoneGrace = 10 * time.Second
-	// backupMaxInProgress is how many backups the leader keeps at once,
+	// BackupMaxInProgress is how many backups the leader keeps at once,
 	// those being written included.
-	backupMaxInProgress = 4
+	BackupMaxInProgress = 4
 	// backupDirName is the directory in the data directory that holds the
 	// leader's backups while they are read.
 	backupDirName = "backups"
@@ -74,14 +74,14 @@ var (
 	errBackupsClosed  = errors.New("the node is stopping")
 )
 
-func (s *Service) handleBackup(_ context.Context, m *nats.Msg) (any, *schema.Error) {
+func (s *Server) handleBackup(_ context.Context, m *nats.Msg) (any, *schema.Error) {
 	var req schema.ClusterBackupRequest
 	if e := decode.Strict(m.Data, &req); e != nil {
 		return nil, e
 	}
 	// The tick orders the backup after everything committed before the
 	// request arrived, and brings the state's lease clock up to now.
-	if _, e := s.propose(&fsm.Expire{}, ""); e != nil {
+	if _, e := s.Propose(&fsm.Expire{}, ""); e != nil {
 		return nil, e
 	}
 	snap, applied, revision := s.sm.BackupSnapshot()
@@ -93,7 +93,7 @@ func (s *Service) handleBackup(_ context.Context, m *nats.Msg) (any, *schema.Err
 	b, err := s.backups().create(snap)
 	switch {
 	case errors.Is(err, errTooManyBackups):
-		return nil, schema.Errorf(schema.ErrLimitExceeded, "%d backups are in progress; try again when one is read to the end or after %s", backupMaxInProgress, backupIdleTimeout)
+		return nil, schema.Errorf(schema.ErrLimitExceeded, "%d backups are in progress; try again when one is read to the end or after %s", BackupMaxInProgress, backupIdleTimeout)
 	case errors.Is(err, errBackupsClosed):
 		return nil, schema.Errorf(schema.ErrUnavailable, "the node is stopping")
 	case err != nil:
@@ -110,7 +110,7 @@ func (s *Service) handleBackup(_ context.Context, m *nats.Msg) (any, *schema.Err
 	}, nil
 }
 
-func (s *Service) handleBackupChunk(_ context.Context, m *nats.Msg) (any, *schema.Error) {
+func (s *Server) handleBackupChunk(_ context.Context, m *nats.Msg) (any, *schema.Error) {
 	req, e := s.dec.BackupChunk(m.Data)
 	if e != nil {
 		return nil, e
@@ -130,7 +130,7 @@ func (s *Service) handleBackupChunk(_ context.Context, m *nats.Msg) (any, *schem
 // respondRaw sends a success reply whose body is not JSON (the backup
 // chunk), and then clears m.Reply: the worker's respond sends nothing for a
 // message without a reply subject, so the request is answered once.
-func (s *Service) respondRaw(m *nats.Msg, header nats.Header, body []byte) {
+func (s *Server) respondRaw(m *nats.Msg, header nats.Header, body []byte) {
 	if m.Reply == "" {
 		return
 	}
@@ -142,8 +142,8 @@ func (s *Service) respondRaw(m *nats.Msg, header nats.Header, body []byte) {
 
 // backupChunkMax is the most bytes a chunk reply carries on this node's
 // connection.
-func (s *Service) backupChunkMax() int {
-	n := backupMaxChunk
+func (s *Server) backupChunkMax() int {
+	n := BackupMaxChunk
 	if room := int(s.maxPayload) - backupChunkHeadroom; room < n {
 		n = room
 	}
@@ -152,7 +152,7 @@ func (s *Service) backupChunkMax() int {
 
 // backups returns the node's backup store, made on first use and closed,
 // with its files, when the service stops.
-func (s *Service) backups() *backupStore {
+func (s *Server) backups() *backupStore {
 	s.backupOnce.Do(func() {
 		s.backupStore = newBackupStore(filepath.Join(s.cfg.DataDir, backupDirName), s.log)
 		bs := s.backupStore
@@ -199,7 +199,7 @@ type backupFile struct {
 }
 
 func newBackupStore(dir string, log *slog.Logger) *backupStore {
-	return &backupStore{dir: dir, log: log, idle: backupIdleTimeout, grace: backupDoneGrace, limit: backupMaxInProgress, files: map[string]*backupFile{}}
+	return &backupStore{dir: dir, log: log, idle: backupIdleTimeout, grace: backupDoneGrace, limit: BackupMaxInProgress, files: map[string]*backupFile{}}
 }
 
 // prepare creates the directory on first use and empties it: whatever is

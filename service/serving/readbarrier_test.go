@@ -1,4 +1,4 @@
-package service
+package serving
 
 import (
 	"context"
@@ -15,50 +15,6 @@ import (
 	"github.com/concord-io/concord/service/internal/testwait"
 	"github.com/concord-io/concord/service/replica"
 )
-
-// inmemNode is a single-node Raft with its log in memory and the real
-// state machine: what a read barrier is built from, without NATS or a disk.
-type inmemNode struct {
-	raft  *raft.Raft
-	store *raft.InmemStore
-	sm    *replica.StateMachine
-	clock leaseClock
-}
-
-func startInmemNode(t *testing.T) *inmemNode {
-	t.Helper()
-	n := &inmemNode{store: raft.NewInmemStore(), sm: replica.NewStateMachine(func(uint64, []schema.Event) {})}
-	addr, trans := raft.NewInmemTransport("")
-	conf := raft.DefaultConfig()
-	conf.LocalID = "n1"
-	conf.HeartbeatTimeout = 100 * time.Millisecond
-	conf.ElectionTimeout = 100 * time.Millisecond
-	conf.LeaderLeaseTimeout = 50 * time.Millisecond
-	conf.LogOutput = discard{}
-	r, err := raft.NewRaft(conf, n.sm, n.store, n.store, raft.NewInmemSnapshotStore(), trans)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Shutdown().Error() })
-	if err := r.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{ID: "n1", Address: addr}}}).Error(); err != nil {
-		t.Fatal(err)
-	}
-	testwait.Until(t, "the node leads", func() bool { return r.State() == raft.Leader })
-	if err := r.Barrier(5 * time.Second).Error(); err != nil {
-		t.Fatal(err)
-	}
-	n.raft = r
-	n.clock.startAt(0)
-	return n
-}
-
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }
-
-func (n *inmemNode) barrier() *readBarrier {
-	return newReadBarrier(n.raft, replica.AppliedWaiter{Applied: &n.sm.Applied, Log: n.store}, &n.clock, 5*time.Second)
-}
 
 // Every confirmed read sees at least the commit index of the moment it
 // arrived, while writes commit concurrently.
@@ -93,7 +49,7 @@ func TestReadBarrierSeesTheCommitIndexAtArrival(t *testing.T) {
 	// index (TestAppliedWaiterSkipsNonCommandTail covers that case).
 	first := n.raft.LastIndex()
 	testwait.Until(t, "the first write is applied", func() bool { return n.sm.Applied.Get() > first })
-	concurrently(t, 8, func(int) error {
+	testwait.Concurrently(t, 8, func(int) error {
 		for i := 0; i < 50; i++ {
 			arrived := n.raft.CommitIndex()
 			if _, e := b.now(context.Background(), false); e != nil {
@@ -117,7 +73,7 @@ func TestReadBarrierRefusesWithoutLeadership(t *testing.T) {
 	if now, e := b.now(context.Background(), true); e != nil || now < 0 {
 		t.Fatalf("serializable read: %d, %v", now, e)
 	}
-	n.clock.stop()
+	n.clockStopped.Store(true)
 	for _, serializable := range []bool{true, false} {
 		if _, e := b.now(context.Background(), serializable); e == nil || e.Name != schema.ErrNotLeader {
 			t.Fatalf("serializable %v with the clock stopped: %v, want not_leader", serializable, e)
@@ -144,6 +100,18 @@ type errFuture struct{ err error }
 
 func (f errFuture) Error() error { return f.err }
 
+// runningClock is a lease clock that always runs, at 0.
+type runningClock struct{}
+
+func (runningClock) LeaseNow() (int64, bool) { return 0, true }
+
+// appliedNode waits for an applied index as a node does.
+type appliedNode struct{ w replica.AppliedWaiter }
+
+func (a appliedNode) WaitApplied(index uint64, timeout time.Duration) *schema.Error {
+	return a.w.Wait(index, timeout)
+}
+
 // Reads that arrive while a check runs share the next one, and a check
 // that fails fails its whole batch.
 func TestReadBarrierBatchesLeadershipChecks(t *testing.T) {
@@ -158,9 +126,8 @@ func testReadBatches(t *testing.T, lost bool) {
 		leader.err = raft.ErrNotLeader
 	}
 	applied := replica.NewAppliedIndex()
-	var clock leaseClock
-	clock.startAt(0)
-	b := newReadBarrier(leader, replica.AppliedWaiter{Applied: &applied, Log: raft.NewInmemStore()}, &clock, 5*time.Second)
+	waiter := appliedNode{replica.AppliedWaiter{Applied: &applied, Log: raft.NewInmemStore()}}
+	b := newReadBarrier(leader, waiter, runningClock{}, 5*time.Second)
 	const reads = 20
 	errs := make(chan *schema.Error, reads)
 	go func() { _, e := b.now(context.Background(), false); errs <- e }()

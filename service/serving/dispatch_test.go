@@ -1,4 +1,4 @@
-package service
+package serving
 
 import (
 	"sync"
@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/service/internal/testwait"
+	"github.com/concord-io/concord/subjects"
 )
 
 // The pool runs every job, never more at once than its bound, reuses idle
@@ -69,4 +71,23 @@ func TestWorkerPoolIdleWorkerExits(t *testing.T) {
 	p := newWorkerPool(4, 10*time.Millisecond, nil, func(int) {})
 	p.submit(1)
 	testwait.Until(t, "the idle worker exits", func() bool { return len(p.tokens) == 0 })
+}
+
+// fencedNode is a node in a bus conflict.
+type fencedNode struct{ Node }
+
+func (fencedNode) ConflictError() *schema.Error {
+	return schema.Errorf(schema.ErrUnavailable, "two clusters")
+}
+
+// While the node is in a bus conflict every request gets its error, but
+// cluster status, so that an operator can see the conflict.
+func TestFenceSparesClusterStatus(t *testing.T) {
+	s := &Server{node: fencedNode{}}
+	if e := s.fenceError(subjects.LeaseKeepAlive); e == nil || e.Name != schema.ErrUnavailable {
+		t.Fatalf("a keep-alive during the conflict: %v, want unavailable", e)
+	}
+	if e := s.fenceError(subjects.ClusterStatus); e != nil {
+		t.Fatalf("cluster status during the conflict: %v, want served", e)
+	}
 }

@@ -1,4 +1,4 @@
-package service
+package serving
 
 import (
 	"regexp"
@@ -96,7 +96,7 @@ func endpointMetadata(ep subjects.Endpoint) map[string]string {
 // addMicroService registers this node's micro service and one endpoint per
 // request handler; the caller holds subsMu and stops the returned service
 // (also after an error, when it is not nil) on losing leadership.
-func (s *Service) addMicroService(handlers map[subjects.Endpoint]handlerFunc) (micro.Service, error) {
+func (s *Server) addMicroService(handlers map[subjects.Endpoint]HandlerFunc) (micro.Service, error) {
 	version, ok := microVersion(s.cfg.Version)
 	if !ok {
 		s.log.Warn("the version is not a semantic version; nats micro shows "+fallbackMicroVersion, "version", s.cfg.Version)
@@ -141,7 +141,7 @@ func (s *Service) addMicroService(handlers map[subjects.Endpoint]handlerFunc) (m
 			// it: the body and headers are shared, not copied. Replies go
 			// out with s.nc.Publish(m.Reply), so the missing Sub is unused.
 			m := &nats.Msg{Subject: r.Subject(), Reply: r.Reply(), Header: nats.Header(r.Headers()), Data: r.Data()}
-			if !s.replyAllowed(m) {
+			if !s.ReplyAllowed(m) {
 				return
 			}
 			s.dispatch(ep, m, h)
@@ -160,7 +160,7 @@ func (s *Service) addMicroService(handlers map[subjects.Endpoint]handlerFunc) (m
 // subjects.Endpoints, which `nats micro info` keeps, followed by any
 // handler missing from that list (sorted), so that none goes unserved.
 // (TestMicroEndpointsMatchHandlers keeps the two in step.)
-func endpointOrder(handlers map[subjects.Endpoint]handlerFunc) []subjects.Endpoint {
+func endpointOrder(handlers map[subjects.Endpoint]HandlerFunc) []subjects.Endpoint {
 	out := make([]subjects.Endpoint, 0, len(handlers))
 	for _, ep := range subjects.Endpoints {
 		if _, ok := handlers[ep]; ok {

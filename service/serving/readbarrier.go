@@ -1,4 +1,4 @@
-package service
+package serving
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/concord-io/concord/schema"
-	"github.com/concord-io/concord/service/replica"
 )
 
 // readBarrier makes reads linearizable without writing to the log. Reads
@@ -23,7 +22,7 @@ import (
 // behind it, and the lease clock.
 type readBarrier struct {
 	raft    leaderConfirmer
-	applied replica.AppliedWaiter
+	applied appliedWaiter
 	clock   clockReader
 	// timeout bounds a read's wait for its confirmation, and the wait for
 	// the applied index within one.
@@ -40,13 +39,18 @@ type leaderConfirmer interface {
 	VerifyLeader() raft.Future
 }
 
-// clockReader reads the lease clock; *leaseClock is one.
+// appliedWaiter waits until the state machine has applied an index.
+type appliedWaiter interface {
+	WaitApplied(index uint64, timeout time.Duration) *schema.Error
+}
+
+// clockReader reads the lease clock.
 type clockReader interface {
-	now() (int64, bool)
+	LeaseNow() (int64, bool)
 }
 
 // newReadBarrier returns a read barrier over r, applied and clock.
-func newReadBarrier(r leaderConfirmer, applied replica.AppliedWaiter, clock clockReader, timeout time.Duration) *readBarrier {
+func newReadBarrier(r leaderConfirmer, applied appliedWaiter, clock clockReader, timeout time.Duration) *readBarrier {
 	return &readBarrier{raft: r, applied: applied, clock: clock, timeout: timeout}
 }
 
@@ -62,7 +66,7 @@ func (b *readBarrier) now(ctx context.Context, serializable bool) (int64, *schem
 			return 0, e
 		}
 	}
-	now, ok := b.clock.now()
+	now, ok := b.clock.LeaseNow()
 	if !ok {
 		return 0, schema.Errorf(schema.ErrNotLeader, "this node is not the leader")
 	}
@@ -109,5 +113,5 @@ func (b *readBarrier) confirm() *schema.Error {
 	if err := b.raft.VerifyLeader().Error(); err != nil {
 		return schema.Errorf(schema.ErrNotLeader, "this node is no longer the leader")
 	}
-	return b.applied.Wait(commit, b.timeout)
+	return b.applied.WaitApplied(commit, b.timeout)
 }

@@ -1,4 +1,4 @@
-package service
+package serving
 
 import (
 	"errors"
@@ -10,28 +10,8 @@ import (
 
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/service/internal/testnats"
 )
-
-// A request over NATS to a node whose lease clock has stopped (as when it
-// loses leadership, before it unsubscribes) gets a 503 not_leader reply
-// through the real reply path. The other 503s come from Raft's errors,
-// mapped in TestErrorMapping.
-func TestRetryableErrorReplies(t *testing.T) {
-	s, nc := startTest(t, nil)
-	s.clock.stop()
-	e := request(t, nc, "concord.lease.grant", map[string]any{"ttl": 5}, nil)
-	if e == nil || e.Name != schema.ErrNotLeader || e.Code != 503 || !e.Retryable() {
-		t.Fatalf("grant on a node that is not leading: %v", e)
-	}
-	e = request(t, nc, "concord.kv.get", map[string]any{"key": "a", "serializable": true}, nil)
-	if e == nil || e.Name != schema.ErrNotLeader {
-		t.Fatalf("read on a node that is not leading: %v", e)
-	}
-	e = request(t, nc, "concord.lease.keepalive", map[string]any{"id": 1}, nil)
-	if e == nil || e.Name != schema.ErrNotLeader {
-		t.Fatalf("keepalive on a node that is not leading: %v", e)
-	}
-}
 
 func TestErrorMapping(t *testing.T) {
 	cases := []struct {
@@ -70,7 +50,7 @@ func TestErrorMapping(t *testing.T) {
 		raft.ErrRaftShutdown:        schema.ErrOutcomeUnknown,
 		errors.New("something new"): schema.ErrOutcomeUnknown,
 	} {
-		got := raftError(err)
+		got := RaftError(err)
 		spec, _ := schema.LookupError(name)
 		if got.Name != name || got.Code != spec.Code {
 			t.Errorf("raftError(%v) = %v, want %s", err, got, name)
@@ -78,5 +58,26 @@ func TestErrorMapping(t *testing.T) {
 		if name == schema.ErrOutcomeUnknown && !strings.Contains(got.Description, "may or may not") {
 			t.Errorf("raftError(%v): %q does not say the outcome is unknown", err, got.Description)
 		}
+	}
+}
+
+// A request over NATS to a node whose lease clock has stopped (as when it
+// loses leadership, before it unsubscribes) gets a 503 not_leader reply
+// through the real reply path. The other 503s come from Raft's errors,
+// mapped in TestErrorMapping.
+func TestRetryableErrorReplies(t *testing.T) {
+	_, nc, n := startServer(t, nil)
+	n.clockStopped.Store(true)
+	e := testnats.Request(t, nc, "concord.lease.grant", map[string]any{"ttl": 5}, nil)
+	if e == nil || e.Name != schema.ErrNotLeader || e.Code != 503 || !e.Retryable() {
+		t.Fatalf("grant on a node that is not leading: %v", e)
+	}
+	e = testnats.Request(t, nc, "concord.kv.get", map[string]any{"key": "a", "serializable": true}, nil)
+	if e == nil || e.Name != schema.ErrNotLeader {
+		t.Fatalf("read on a node that is not leading: %v", e)
+	}
+	e = testnats.Request(t, nc, "concord.lease.keepalive", map[string]any{"id": 1}, nil)
+	if e == nil || e.Name != schema.ErrNotLeader {
+		t.Fatalf("keepalive on a node that is not leading: %v", e)
 	}
 }

@@ -1,4 +1,4 @@
-package service
+package serving
 
 import (
 	"bytes"
@@ -47,7 +47,7 @@ func marshal(v any) ([]byte, error) {
 // respond sends a reply or an error reply and returns the error it sent,
 // which differs from e when the reply could not be encoded or is too large
 // for NATS. Requests without a reply subject (plain publishes) get nothing.
-func (s *Service) respond(m *nats.Msg, reply any, e *schema.Error) *schema.Error {
+func (s *Server) Respond(m *nats.Msg, reply any, e *schema.Error) *schema.Error {
 	if m.Reply == "" {
 		return e
 	}
@@ -73,7 +73,7 @@ func (s *Service) respond(m *nats.Msg, reply any, e *schema.Error) *schema.Error
 
 // publishReply sends an encoded reply, or returns the error to send
 // instead when it is too large for NATS.
-func (s *Service) publishReply(m *nats.Msg, data []byte) *schema.Error {
+func (s *Server) publishReply(m *nats.Msg, data []byte) *schema.Error {
 	if int64(len(data)) > s.maxPayload {
 		return schema.Errorf(schema.ErrTooLarge, "the request was served, but its reply of %d bytes exceeds the NATS max payload of %d bytes", len(data), s.maxPayload)
 	}
@@ -84,7 +84,7 @@ func (s *Service) publishReply(m *nats.Msg, data []byte) *schema.Error {
 }
 
 // respondError sends an error reply: the error as the body and in headers.
-func (s *Service) respondError(m *nats.Msg, e *schema.Error) *schema.Error {
+func (s *Server) respondError(m *nats.Msg, e *schema.Error) *schema.Error {
 	data, _ := marshal(schema.ErrorReply{Error: e})
 	msg := &nats.Msg{
 		Subject: m.Reply,

@@ -1,7 +1,6 @@
-package service
+package serving
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -19,9 +18,6 @@ import (
 // the handlers, and what every request goes through whatever its handler:
 // the bus-conflict fence, panic recovery, the reply and its count.
 
-// handlerFunc serves one request.
-type handlerFunc func(ctx context.Context, m *nats.Msg) (any, *schema.Error)
-
 // queueGroup makes NATS deliver each request to one subscriber, which
 // matters during a leadership hand-over when two nodes briefly subscribe.
 const queueGroup = "concord"
@@ -29,7 +25,7 @@ const queueGroup = "concord"
 // subscribe starts serving the request subjects, as the nats micro service
 // that `nats micro ls` lists (see micro.go); the leader calls it on gaining
 // leadership.
-func (s *Service) subscribe() error {
+func (s *Server) Subscribe() error {
 	s.subsMu.Lock()
 	defer s.subsMu.Unlock()
 	if s.microSvc != nil {
@@ -46,11 +42,13 @@ func (s *Service) subscribe() error {
 	if err := s.nc.Flush(); err != nil {
 		return err
 	}
-	// From now on a request reaches this subscription, so the standby
-	// leaves whatever arrives later to it, and stops listening at once
-	// (standby.go).
+	// From now on a request reaches this subscription, so the node's
+	// standby leaves whatever arrives later to it, and stops listening at
+	// once (Options.OnServing).
 	s.servingSince.Store(time.Now().UnixNano())
-	s.setStandby(false)
+	if s.cfg.OnServing != nil {
+		s.cfg.OnServing()
+	}
 	return nil
 }
 
@@ -58,7 +56,7 @@ func (s *Service) subscribe() error {
 // service from discovery. micro's Stop drains rather than unsubscribes:
 // requests already delivered are still dispatched, and get not_leader (a
 // retry) instead of no reply at all.
-func (s *Service) unsubscribe() {
+func (s *Server) Unsubscribe() {
 	s.subsMu.Lock()
 	defer s.subsMu.Unlock()
 	if s.microSvc == nil {
@@ -74,7 +72,7 @@ func (s *Service) unsubscribe() {
 // dispatch hands the request to a worker: a subscription callback runs
 // serially, and serial handling would cap throughput at one Raft round trip
 // per request.
-func (s *Service) dispatch(ep subjects.Endpoint, m *nats.Msg, h handlerFunc) {
+func (s *Server) dispatch(ep subjects.Endpoint, m *nats.Msg, h HandlerFunc) {
 	s.pool.submit(job{ep: ep, m: m, h: h})
 }
 
@@ -82,19 +80,19 @@ func (s *Service) dispatch(ep subjects.Endpoint, m *nats.Msg, h handlerFunc) {
 type job struct {
 	ep subjects.Endpoint // what the request counts toward in reqStats
 	m  *nats.Msg
-	h  handlerFunc
+	h  HandlerFunc
 }
 
 // workerIdle is how long a worker waits for a request before it exits.
 const workerIdle = 10 * time.Second
 
 // handle serves one request on a worker, replies and counts it.
-func (s *Service) handle(j job) {
+func (s *Server) handle(j job) {
 	start := time.Now()
 	var reply any
 	e := s.fenceError(j.ep)
 	if e == nil {
-		e = s.diskFullError(j.ep)
+		e = s.node.DiskFullError(j.ep)
 	}
 	if e == nil {
 		_, e = decode.Deadline(j.m, start)
@@ -103,7 +101,7 @@ func (s *Service) handle(j job) {
 		reply, e = s.serve(j.m, j.h)
 	}
 	// Count what was sent: a reply too large for NATS goes out as an error.
-	e = s.respond(j.m, reply, e)
+	e = s.Respond(j.m, reply, e)
 	if r, ok := reply.(releaser); ok {
 		r.release()
 	}
@@ -117,16 +115,16 @@ type releaser interface {
 }
 
 // fenceError returns the error every request gets while another cluster
-// serves the same prefix on the bus (busguard.go); cluster status still
+// serves the same prefix on the bus (Node.ConflictError); cluster status still
 // answers, so that an operator can see the conflict.
-func (s *Service) fenceError(ep subjects.Endpoint) *schema.Error {
+func (s *Server) fenceError(ep subjects.Endpoint) *schema.Error {
 	if ep == subjects.ClusterStatus {
 		return nil
 	}
-	return s.conflictError()
+	return s.node.ConflictError()
 }
 
-func (s *Service) serve(m *nats.Msg, h handlerFunc) (reply any, e *schema.Error) {
+func (s *Server) serve(m *nats.Msg, h HandlerFunc) (reply any, e *schema.Error) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("handler panic", "subject", m.Subject, "panic", r, "stack", string(debug.Stack()))

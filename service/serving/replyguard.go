@@ -1,4 +1,4 @@
-package service
+package serving
 
 import (
 	"strings"
@@ -71,7 +71,7 @@ func validReplySubject(subject string) bool {
 
 // replyAllowed reports whether m may be served; a refused request is
 // counted and logged (at most one line per replyLogEvery).
-func (s *Service) replyAllowed(m *nats.Msg) bool {
+func (s *Server) ReplyAllowed(m *nats.Msg) bool {
 	if s.cfg.TestAllowAnyReply {
 		return true
 	}
@@ -79,7 +79,7 @@ func (s *Service) replyAllowed(m *nats.Msg) bool {
 	if reason == "" {
 		return true
 	}
-	s.metrics.RefusedReplies.WithLabelValues(reason).Inc()
+	s.cfg.RefusedReplies.WithLabelValues(reason).Inc()
 	if s.replyLog.Allow() {
 		s.log.Warn("refused a request whose reply subject is not one a reply may go to; it was not executed and not answered",
 			"subject", m.Subject, "reply", m.Reply, "reason", reason)
