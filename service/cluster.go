@@ -15,6 +15,7 @@ import (
 
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/service/bus"
 	"github.com/concord-io/concord/service/datadir"
 	"github.com/concord-io/concord/service/decode"
 	"github.com/concord-io/concord/service/serving"
@@ -25,29 +26,6 @@ import (
 // the leader's answer (handleJoin), remove, status and snapshot, which the
 // leader serves, and node info, which every node serves for itself. The
 // cluster id they carry is kept on disk (service/datadir).
-
-// ErrForeignCluster reports a node whose data belongs to another cluster,
-// or a bootstrap on a bus where a cluster already answers.
-var ErrForeignCluster = errors.New("foreign cluster")
-
-// checkRestart refuses to start a node of cluster ours on a bus where
-// another cluster answers: its data belongs elsewhere. Nodes answer
-// P.cluster.nodes whether or not there is a leader, so the check works
-// while a cluster is down to a minority. Unlike a bootstrap, a restart
-// creates no cluster, so a bus that does not answer in time is no reason to
-// refuse; the bus watch (busguard.go) keeps looking afterwards.
-func (s *Service) checkRestart(ours string) error {
-	r, err := s.probeNodes(probeTimeout)
-	if err != nil {
-		s.log.Warn("could not ask the bus which clusters serve it", "err", err)
-		return nil
-	}
-	if info, ok := r.foreign(ours); ok {
-		return fmt.Errorf("%w: this node belongs to cluster %q, but cluster %q (node %s answering) serves this NATS bus under %q; give the node an empty data directory to join that cluster",
-			ErrForeignCluster, ours, info.ClusterID, info.ID, s.names.Prefix())
-	}
-	return nil
-}
 
 // runJoin asks the leader, over the bus, to add this node as a voter, and
 // retries until it is a member. A node of another cluster is refused, and
@@ -74,7 +52,7 @@ func (s *Service) tryJoin() (done bool) {
 		s.log.Debug("join: no leader answered yet; retrying", "err", err)
 		return false
 	}
-	if e := replyError(msg); e != nil {
+	if e := bus.ParseErrorReply(msg); e != nil {
 		if e.Name == schema.ErrClusterMismatch {
 			s.fail(fmt.Errorf("%w: %s", ErrForeignCluster, e.Description))
 			return true
@@ -111,18 +89,6 @@ func (s *Service) isMember() bool {
 		}
 	}
 	return false
-}
-
-// replyError decodes an error reply, or returns nil for a success.
-func replyError(m *nats.Msg) *schema.Error {
-	if m.Header.Get(schema.HeaderErrorCode) == "" {
-		return nil
-	}
-	var er schema.ErrorReply
-	if err := json.Unmarshal(m.Data, &er); err != nil || er.Error == nil {
-		return schema.Errorf(schema.ErrInternal, "undecodable error reply %q", m.Data)
-	}
-	return er.Error
 }
 
 func (s *Service) handleJoin(_ context.Context, m *nats.Msg) (any, *schema.Error) {
@@ -255,7 +221,7 @@ func (s *Service) handleStatus(_ context.Context, m *nats.Msg) (any, *schema.Err
 	var rev, floor int64
 	s.sm.Read(func(st *fsm.State) { rev, floor = st.Revision(), st.CompactRevision() })
 	reply := &schema.ClusterStatusReply{ClusterID: id, Leader: s.cfg.NodeID, Term: s.raft.CurrentTerm(), Revision: rev, CompactRevision: floor, Members: members}
-	if c := s.conflict.Load(); c != nil {
+	if c := s.fence.Load(); c != nil {
 		reply.Conflict = c.String()
 	}
 	return reply, nil
@@ -292,7 +258,7 @@ func (s *Service) members(withHash bool) ([]schema.Member, *schema.Error) {
 		wg.Add(1)
 		go func(mb *schema.Member) {
 			defer wg.Done()
-			if info, err := s.askNodeInfo(mb.ID, schema.NodeInfoRequest{Hash: withHash}, time.Second); err == nil {
+			if info, err := s.prober.AskNode(mb.ID, schema.NodeInfoRequest{Hash: withHash}, time.Second); err == nil {
 				mb.Reachable, mb.Node = true, info
 			}
 		}(&out[i])
@@ -308,43 +274,9 @@ func suffrage(s raft.ServerSuffrage) string {
 	return schema.SuffrageNonvoter
 }
 
-// askNodeInfo asks node id for its own report over the bus: an error
-// reply, a body that does not decode, or another node's answer is an error.
-func (s *Service) askNodeInfo(id string, req schema.NodeInfoRequest, timeout time.Duration) (*schema.NodeInfo, error) {
-	body, _ := json.Marshal(req)
-	msg, err := s.nc.Request(s.names.NodeInfo(id), body, timeout)
-	if err != nil {
-		return nil, fmt.Errorf("ask node %s for its node info: %w", id, err)
-	}
-	info, err := decodeNodeInfo(msg)
-	if err != nil {
-		return nil, fmt.Errorf("ask node %s for its node info: %w", id, err)
-	}
-	if info.ID != id {
-		return nil, fmt.Errorf("ask node %s for its node info: node %q answered", id, info.ID)
-	}
-	return &info, nil
-}
-
-// decodeNodeInfo reads one node's answer on a node-info subject: its
-// report, or an error for an error reply or a body that does not decode.
-// Point questions (askNodeInfo) and the bus probes, which collect every
-// node's answer to one P.cluster.nodes request (busguard.go), read
-// answers through it.
-func decodeNodeInfo(msg *nats.Msg) (schema.NodeInfo, error) {
-	var info schema.NodeInfo
-	if e := replyError(msg); e != nil {
-		return info, fmt.Errorf("%s: %s", e.Name, e.Description)
-	}
-	if err := json.Unmarshal(msg.Data, &info); err != nil {
-		return info, err
-	}
-	return info, nil
-}
-
 // serveNodeInfoSubjects makes this node answer for itself, leader or not,
 // on P.cluster.node.<id>.info and P.cluster.nodes. A bootstrapping node
-// starts answering before its Raft starts (busguard.go); every other node
+// starts answering before its Raft starts (checkBootstrap); every other node
 // once Raft runs.
 func (s *Service) serveNodeInfoSubjects() error {
 	if s.nodeInfoSubscribed {
@@ -363,7 +295,7 @@ func (s *Service) serveNodeInfoSubjects() error {
 // serveNodeInfo answers P.cluster.node.<id>.info and P.cluster.nodes on
 // every node.
 func (s *Service) serveNodeInfo(m *nats.Msg) {
-	if m.Reply == "" || strings.HasPrefix(m.Reply, s.probePrefix+".") || !s.srv.ReplyAllowed(m) {
+	if m.Reply == "" || s.prober.OwnProbe(m.Reply) || !s.srv.ReplyAllowed(m) {
 		return // nowhere to answer, this node's own bootstrap probe, or a refused reply subject
 	}
 	var req schema.NodeInfoRequest
@@ -382,7 +314,7 @@ func (s *Service) serveNodeInfo(m *nats.Msg) {
 		info.CommitIndex = s.raft.CommitIndex()
 	}
 	info.AppliedIndex, info.Revision, info.StateHash = s.sm.Digest(req.Hash)
-	if c := s.conflict.Load(); c != nil {
+	if c := s.fence.Load(); c != nil {
 		info.Conflict = c.String()
 	}
 	info.Activity = s.activity()

@@ -39,7 +39,7 @@ type Config struct {
 	Join      bool
 	// BootstrapWait bounds how long a bootstrapping node looks for
 	// positive evidence that no other cluster serves the prefix on the bus
-	// (busguard.go); without it by then, the bootstrap is refused.
+	// (service/bus); without it by then, the bootstrap is refused.
 	BootstrapWait time.Duration
 	// BusCheckInterval is how often every node asks the bus which clusters
 	// serve the prefix; it bounds how long two clusters can both answer.

@@ -167,7 +167,7 @@ func (s *Service) runFormatGate(ctx context.Context) {
 // memberLogFormat asks a node which log format its release reads. A node
 // that answers without saying runs a release from before batch entries.
 func (s *Service) memberLogFormat(id raft.ServerID) (int, error) {
-	info, err := s.askNodeInfo(string(id), schema.NodeInfoRequest{}, time.Second)
+	info, err := s.prober.AskNode(string(id), schema.NodeInfoRequest{}, time.Second)
 	if err != nil {
 		return 0, err
 	}

@@ -65,7 +65,7 @@ var ErrNotReady = errors.New("not ready")
 // snapshot install is not ready). Its error says what the node is doing
 // in the words its 503 replies and its node report use (activity).
 func (s *Service) Ready() error {
-	if c := s.conflict.Load(); c != nil {
+	if c := s.fence.Load(); c != nil {
 		return fmt.Errorf("%w: %s", ErrNotReady, c)
 	}
 	if act := s.activity(); act != "" {
@@ -104,7 +104,7 @@ const readyWait = time.Second
 
 // leaderCommitIndex asks the leader, over NATS, for its commit index.
 func (s *Service) leaderCommitIndex(id string) (uint64, error) {
-	info, err := s.askNodeInfo(id, schema.NodeInfoRequest{}, readyWait)
+	info, err := s.prober.AskNode(id, schema.NodeInfoRequest{}, readyWait)
 	if err != nil {
 		return 0, err
 	}

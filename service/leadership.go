@@ -29,7 +29,7 @@ func (t *leaderTerm) spawn(ctx context.Context, f func(context.Context)) {
 // runLeadership follows Raft's leadership notifications. NotifyCh is
 // buffered and delivers every change, unlike LeaderCh, which can drop them.
 // It also follows the bus watch: while another cluster serves the same
-// prefix (busguard.go), a leader runs no term (its lease clock stands still
+// prefix (service/bus), a leader runs no term (its lease clock stands still
 // and it expires nothing) and answers every request with the conflict.
 func (s *Service) runLeadership(ctx context.Context) {
 	var term *leaderTerm
@@ -46,7 +46,7 @@ func (s *Service) runLeadership(ctx context.Context) {
 		case leader = <-s.notifyCh:
 		case <-s.fenceCh:
 		}
-		fenced := s.conflict.Load() != nil
+		fenced := s.fence.Load() != nil
 		switch {
 		case leader && !fenced:
 			if term == nil {

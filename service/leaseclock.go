@@ -14,7 +14,7 @@ type leaseClock struct {
 	mu      sync.Mutex
 	running bool
 	// held keeps the clock from starting while another cluster serves the
-	// same prefix (busguard.go).
+	// same prefix (service/bus).
 	held  bool
 	base  int64
 	start time.Time // carries Go's monotonic reading

@@ -119,7 +119,7 @@ func (s *Service) startRaft() error {
 	// member that lost the file (see adoptLegacyClusterID).
 	legacy := has && ours == "" && !s.cfg.Join
 	// Before Raft starts: refuse a bus that serves another cluster, and
-	// bootstrap only on positive evidence that none does (busguard.go).
+	// bootstrap only on positive evidence that none does (service/bus).
 	s.phase.Store(int32(phaseCheckingBus))
 	switch {
 	case bootstrap:
@@ -136,7 +136,7 @@ func (s *Service) startRaft() error {
 			return err
 		}
 	case ours != "":
-		if err := s.checkRestart(ours); err != nil {
+		if err := s.busGuard().CheckRestart(ours); err != nil {
 			return err
 		}
 	}
@@ -151,7 +151,7 @@ func (s *Service) startRaft() error {
 	// A restarting node answers for itself on the bus from here, with what
 	// it is doing: restoring its snapshot can take a while, and meanwhile
 	// `concord status` shows it. It answers as starting, with its cluster
-	// id, so another node's bootstrap sees a cluster here (busguard.go).
+	// id, so another node's bootstrap sees a cluster here (service/bus).
 	// A bootstrapping node answers already; a joining node only once its
 	// Raft runs (below), since a node starting without a cluster stops a
 	// bootstrap that hears it.

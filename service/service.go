@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/concord-io/concord/service/bus"
 	"github.com/concord-io/concord/service/decode"
 	"github.com/concord-io/concord/service/loglimit"
 	"github.com/concord-io/concord/service/logstore"
@@ -31,7 +32,7 @@ type Service struct {
 
 	ns *server.Server // nil when connected to an external NATS
 	// nsOpts are the embedded server's options: its routes, leaf nodes and
-	// gateways, which a bootstrap waits for (busguard.go).
+	// gateways, which a bootstrap waits for (service/bus).
 	nsOpts *server.Options
 	nc     *nats.Conn
 	// dec decodes the cluster requests the node serves itself, under the
@@ -88,8 +89,8 @@ type Service struct {
 	// a restart replays the entries between them. Set before raftStarted.
 	replayFrom, lastAtStart uint64
 	// standby answers requests with 503 while this node cannot serve and
-	// no other node leads (standby.go).
-	standby standby
+	// no other node leads (service/bus).
+	standby *bus.Standby
 	// caughtUp is closed once this node has applied the log it started
 	// with (caughtup.go).
 	caughtUp chan struct{}
@@ -101,14 +102,13 @@ type Service struct {
 	// nodeInfoSubscribed is set once this node answers for itself; only
 	// start-up touches it.
 	nodeInfoSubscribed bool
-	// probePrefix is the reply-subject prefix of this node's own bootstrap
-	// probes, which its node-info subscription leaves unanswered.
-	probePrefix string
-	// conflict is another cluster serving this prefix on the bus, nil when
-	// there is none (busguard.go); fenceCh wakes the leadership loop when
-	// it changes.
-	conflict atomic.Pointer[busConflict]
-	fenceCh  chan struct{}
+	// prober asks the bus about other nodes; its probes' replies are ones
+	// this node's own node-info subscription leaves unanswered.
+	prober *bus.Prober
+	// fence holds another cluster serving this prefix on the bus, if any;
+	// fenceCh wakes the leadership loop when it changes.
+	fence   *bus.Fence
+	fenceCh chan struct{}
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -133,12 +133,12 @@ func Start(cfg Config) (*Service, error) {
 		fenceCh:  make(chan struct{}, 1),
 		caughtUp: make(chan struct{}),
 	}
-	s.standby.held = make(chan heldRequest, standbyMaxPending)
 	// The gate changes batching only within a leadership term, once the
 	// server exists.
 	s.formats = newFormatGate(func(on bool) { s.srv.SetBatching(on) })
 	s.started = time.Now()
 	s.metrics = metrics.New(metricsSource{s})
+	s.fence = bus.NewFence(bus.FenceHooks{Hold: s.clock.hold, Release: s.clock.release, Gauge: s.metrics.ClusterConflict.Set, Changed: s.signalFence}, names, s.log)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if err := s.start(); err != nil {
 		s.Close()
@@ -214,17 +214,19 @@ func (s *Service) start() error {
 		RefusedReplies: s.metrics.RefusedReplies,
 		ListingPaused:  s.metrics.ObserveListingPause,
 		// The standby leaves every later request to the subscription.
-		OnServing: func() { s.setStandby(false) },
+		OnServing: func() { s.standby.Set(false) },
 	}, servingNode{s}, s.sm)
 	// The request metrics are the counters micro's STATS reads.
 	s.metrics.Registry().MustRegister(s.srv.RequestStats())
-	s.probePrefix = nats.NewInbox()
+	s.prober = bus.NewProber(s.nc, s.names)
 	if s.cfg.TestPauseFile != "" {
 		s.pause = replica.NewTestPause(s.cfg.TestPauseFile, s.log, s.ctx.Done())
 	}
 	// From here on the node is never silent: until it serves, the standby
 	// answers requests with what it is doing, and /readyz says the same.
-	s.goRun(s.runStandby)
+	s.standby = bus.NewStandby(bus.StandbyOptions{NodeID: s.cfg.NodeID, Conn: s.nc, Names: s.names, Log: s.log,
+		Prober: s.prober, Settled: bus.Settled(s.embedded()), Endpoints: s.srv.Endpoints()}, standbyNode{s}, s.srv)
+	s.goRun(s.standby.Run)
 	if s.cfg.MetricsListen != "" {
 		if err := s.serveHTTP(s.cfg.MetricsListen); err != nil {
 			return err
@@ -233,7 +235,7 @@ func (s *Service) start() error {
 	if err := s.startRaft(); err != nil {
 		return err
 	}
-	s.goRun(s.runBusWatch)
+	s.goRun(func(ctx context.Context) { s.fence.Watch(ctx, s.nc, s.cfg.DataDir, s.cfg.BusCheckInterval) })
 	s.goRun(s.runLeadership)
 	s.goRun(replica.SnapshotTrigger{SM: s.sm, Raft: s.raft, CaughtUp: s.caughtUp,
 		Threshold: s.cfg.SnapshotThreshold, Interval: s.cfg.SnapshotInterval, Log: s.log}.Run)
@@ -298,7 +300,7 @@ func (s *Service) NATSURL() string {
 func (s *Service) Close() error {
 	var errs []error
 	s.closed.Do(func() {
-		s.stopping.Store(true) // the standby stays down (standby.go)
+		s.stopping.Store(true) // the standby stays down
 		s.closeHTTP()
 		if s.srv != nil {
 			s.srv.Unsubscribe()

@@ -10,7 +10,7 @@ import (
 // client read: "restoring snapshot, 412 MB of 980 MB", "replaying log,
 // entry 5000 of 80000", "waiting for a leader". One function (activity)
 // says it, and every view repeats it: the standby's 503 replies
-// (standby.go), /readyz (health.go), and the node report that `concord
+// (service/bus), /readyz (health.go), and the node report that `concord
 // status` prints (cluster.go).
 
 // startPhase is the step of start-up a node is in before its Raft runs;

@@ -1,16 +1,11 @@
 package service
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/service/internal/testnats"
-	"github.com/concord-io/concord/service/serving"
-	"github.com/concord-io/concord/subjects"
 )
 
 // Before Raft runs, a node's activity is the restore's progress while one
@@ -25,61 +20,6 @@ func TestActivityBeforeRaft(t *testing.T) {
 	s.phase.Store(int32(phaseCheckingBus))
 	if got := s.activity(); got != "checking the NATS bus for other clusters" {
 		t.Errorf("activity while checking the bus: %q", got)
-	}
-}
-
-// What the standby does without Raft: nothing until the bus has been
-// asked since it settled; then it subscribes unless a leader was heard
-// lately; never while this node serves; it answers what it holds even
-// when a leader was heard since (that leader need not have the request);
-// and it leaves a request to this node's leader subscription when that
-// was up before the request came.
-func TestStandbyDecides(t *testing.T) {
-	s := &Service{cfg: Config{NodeID: "n1"}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	now := time.Now().UnixNano()
-	if s.standbyWanted(0) {
-		t.Error("wanted before the bus settled")
-	}
-	s.standby.probedAt.Store(now - int64(time.Second))
-	if s.standbyWanted(now) {
-		t.Error("wanted with no question to the bus since it settled")
-	}
-	s.standby.probedAt.Store(now)
-	if !s.standbyWanted(now) {
-		t.Error("not wanted on a settled bus where no one leads")
-	}
-	held := time.Now() // a request comes while no one is known to lead
-	s.standby.leaderHeard.Store(time.Now().UnixNano())
-	if s.standbyWanted(now) {
-		t.Error("wanted while another node was heard leading")
-	}
-	// The leader heard now was not serving when the request came (or its
-	// subscription had not reached the requester's server): silence would
-	// leave the requester waiting out its whole attempt timeout.
-	if !s.standbyAnswers(held) {
-		t.Error("a held request was left unanswered because a leader turned up meanwhile")
-	}
-	s.standby.leaderHeard.Store(time.Now().Add(-leaderHeardFor - time.Second).UnixNano())
-	if !s.standbyWanted(now) || !s.standbyAnswers(time.Now()) {
-		t.Error("a leader heard long ago still silences the standby")
-	}
-	before := time.Now()
-	names, _ := subjects.New(subjects.DefaultPrefix)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s.srv = serving.New(ctx, serving.Options{Conn: testnats.Connect(t), Names: names, Log: s.log, MaxInflight: 1}, nil, nil)
-	if err := s.srv.Subscribe(); err != nil {
-		t.Fatal(err)
-	}
-	defer s.srv.Unsubscribe()
-	if s.standbyWanted(now) {
-		t.Error("wanted while this node serves")
-	}
-	if !s.standbyAnswers(before) {
-		t.Error("a request that came before the leader subscription was left unanswered")
-	}
-	if s.standbyAnswers(time.Now().Add(time.Millisecond)) {
-		t.Error("a request the leader subscription has too was answered")
 	}
 }
 
@@ -134,10 +74,7 @@ func TestStandbyAnswersWhileNotServing(t *testing.T) {
 	if err := s.srv.Subscribe(); err != nil {
 		t.Fatal(err)
 	}
-	s.standby.mu.Lock()
-	subs := s.standby.subs
-	s.standby.mu.Unlock()
-	if subs != nil {
+	if s.standby.Subscribed() {
 		t.Fatal("the standby is still subscribed once the node serves")
 	}
 	for i := 0; i < 20; i++ {

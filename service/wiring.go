@@ -46,3 +46,33 @@ func (n servingNode) VerifyLeader() raft.Future { return n.s.raft.VerifyLeader()
 func (n servingNode) WaitApplied(index uint64, timeout time.Duration) *schema.Error {
 	return n.s.applied.Wait(index, timeout)
 }
+
+// standbyNode is the node as its standby sees it.
+type standbyNode struct{ s *Service }
+
+func (n standbyNode) ServingSince() int64          { return n.s.servingSince() }
+func (n standbyNode) Stopping() bool               { return n.s.stopping.Load() }
+func (n standbyNode) Activity() string             { return n.s.activity() }
+func (n standbyNode) ConflictError() *schema.Error { return n.s.conflictError() }
+
+func (n standbyNode) RaftLeader() (string, bool) {
+	if !n.s.raftStarted.Load() {
+		return "", false
+	}
+	_, id := n.s.raft.LeaderWithID()
+	return string(id), true
+}
+
+// LoneMember: before Raft runs the membership is not known yet; it is in
+// the snapshot and the log that raft.NewRaft reads.
+func (n standbyNode) LoneMember() bool {
+	if !n.s.raftStarted.Load() {
+		return false
+	}
+	f := n.s.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	servers := f.Configuration().Servers
+	return len(servers) == 1 && string(servers[0].ID) == n.s.cfg.NodeID
+}

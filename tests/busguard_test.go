@@ -21,7 +21,7 @@ import (
 
 // One cluster per bus: a bootstrap is refused unless the node is sure no
 // other cluster serves the prefix, and two clusters that meet on one bus
-// stop answering (service/busguard.go).
+// stop answering (service/bus).
 
 // runConcord runs the concord binary to its end, bounded by timeout and
 // killed with the test whatever happens, and returns its exit error and

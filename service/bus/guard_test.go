@@ -1,18 +1,19 @@
-package service
+package bus
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/concord-io/concord/schema"
-	"github.com/concord-io/concord/service/metrics"
 	"github.com/concord-io/concord/subjects"
 )
 
@@ -67,14 +68,33 @@ func TestEmbeddedSettle(t *testing.T) {
 	}
 }
 
-// testWatchService is a Service with what the bus watch touches, and no
-// NATS or Raft.
-func testWatchService(t *testing.T) *Service {
-	t.Helper()
-	names, _ := subjects.New(subjects.DefaultPrefix)
-	s := &Service{log: slog.New(slog.NewTextHandler(io.Discard, nil)), names: names, fenceCh: make(chan struct{}, 1)}
-	s.metrics = metrics.New(metricsSource{s})
-	return s
+// recordingHooks records what a fence did to its node, in order.
+type recordingHooks struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (r *recordingHooks) add(e string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+func (r *recordingHooks) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.events
+	r.events = nil
+	return e
+}
+
+func (r *recordingHooks) hooks() FenceHooks {
+	return FenceHooks{
+		Hold:    func() { r.add("hold") },
+		Release: func() { r.add("release") },
+		Gauge:   func(v float64) { r.add(fmt.Sprintf("gauge %v", v)) },
+		Changed: func() { r.add("changed") },
+	}
 }
 
 func nodeAnswer(t *testing.T, id, cluster string) *nats.Msg {
@@ -86,70 +106,64 @@ func nodeAnswer(t *testing.T, id, cluster string) *nats.Msg {
 	return &nats.Msg{Data: b}
 }
 
-// A foreign answer fences at once (clock held, loop woken), rounds without
-// one count towards clearing, and busClearRounds of them clear it.
+// A foreign answer fences at once (clock held, gauge set, loop woken, in
+// that order), rounds without one count towards clearing, and
+// busClearRounds of them clear it (clock released, gauge cleared, loop
+// woken).
 func TestBusWatchFencesAndClears(t *testing.T) {
-	s := testWatchService(t)
+	var rec recordingHooks
+	names, _ := subjects.New(subjects.DefaultPrefix)
+	f := NewFence(rec.hooks(), names, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ours := "aaaaaaaaaaaaaaaa"
-	w := &busWatch{s: s, foreign: map[string]string{}}
+	w := &busWatch{f: f, foreign: map[string]string{}}
 	w.ours.Store(&ours)
-	if !s.clock.startAt(5) {
-		t.Fatal("clock refused to start")
-	}
 
 	w.answer(nodeAnswer(t, "n1", ours))
 	w.answer(nodeAnswer(t, "n4", "")) // a joiner: no cluster yet
 	w.endRound(ours)
-	if s.conflict.Load() != nil {
+	if f.Load() != nil || f.Err() != nil || len(rec.take()) != 0 {
 		t.Fatal("conflict without another cluster")
 	}
 
 	w.answer(nodeAnswer(t, "n1", "bbbbbbbbbbbbbbbb"))
-	c := s.conflict.Load()
+	c := f.Load()
 	if c == nil {
 		t.Fatal("no conflict after another cluster answered")
 	}
 	if msg := c.String(); !strings.Contains(msg, ours) || !strings.Contains(msg, "bbbbbbbbbbbbbbbb") {
 		t.Fatalf("conflict text %q does not name both clusters", msg)
 	}
-	if _, ok := s.clock.now(); ok {
-		t.Fatal("the lease clock runs during the conflict")
+	if got := strings.Join(rec.take(), ", "); got != "hold, gauge 1, changed" {
+		t.Fatalf("on the conflict the node got %q, want the clock held, the gauge set and the loop woken", got)
 	}
-	if s.clock.startAt(5) {
-		t.Fatal("the lease clock started during the conflict")
-	}
-	select {
-	case <-s.fenceCh:
-	default:
-		t.Fatal("the leadership loop was not woken")
-	}
-	if e := s.conflictError(); e == nil || e.Name != schema.ErrUnavailable {
-		t.Fatalf("the reply during the conflict: %v, want unavailable", e)
+	if e := f.Err(); e == nil || e.Name != schema.ErrUnavailable || !strings.Contains(e.Description, "bbbbbbbbbbbbbbbb") {
+		t.Fatalf("the reply during the conflict: %v, want unavailable naming the other cluster", e)
 	}
 
-	// A third cluster adds to the conflict; its start stays.
+	// A third cluster adds to the conflict, and its start stays; the node
+	// is told again (the log line names every other cluster).
 	w.answer(nodeAnswer(t, "n9", "cccccccccccccccc"))
-	if c2 := s.conflict.Load(); len(c2.theirs) != 2 || c2.since != c.since {
+	if c2 := f.Load(); len(c2.theirs) != 2 || c2.since != c.since {
 		t.Fatalf("conflict after a third cluster: %+v", c2)
+	}
+	if got := strings.Join(rec.take(), ", "); got != "hold, gauge 1, changed" {
+		t.Fatalf("on a third cluster the node got %q", got)
 	}
 
 	// The round that heard them does not count; silence does not count.
 	w.endRound(ours)
 	w.endRound(ours)
 	for round := 1; round <= busClearRounds; round++ {
-		if s.conflict.Load() == nil {
+		if f.Load() == nil {
 			t.Fatalf("cleared after %d clean rounds, want %d", round-1, busClearRounds)
 		}
 		w.answer(nodeAnswer(t, "n1", ours))
 		w.endRound(ours)
 	}
-	if s.conflict.Load() != nil {
+	if f.Load() != nil || f.Err() != nil {
 		t.Fatalf("not cleared after %d clean rounds", busClearRounds)
 	}
-	if !s.clock.startAt(5) {
-		t.Fatal("the lease clock cannot start after the conflict")
-	}
-	if e := s.conflictError(); e != nil {
-		t.Fatalf("the reply after the conflict: %v", e)
+	if got := strings.Join(rec.take(), ", "); got != "release, gauge 0, changed" {
+		t.Fatalf("on clearing the node got %q, want the clock released, the gauge cleared and the loop woken", got)
 	}
 }

@@ -1,14 +1,14 @@
-package service
+package bus
 
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nuid"
 
 	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/service/decode"
@@ -20,7 +20,7 @@ import (
 // (restoring its snapshot, replaying its log, waiting for an election)
 // left clients with NATS "no responders", which looks the same as no
 // cluster at all. The standby answers those requests with 503
-// `unavailable` and what the node is doing (activity, startup.go), from
+// `unavailable` and what the node is doing (StandbyNode.Activity), from
 // the moment the node is connected to NATS until it serves.
 //
 // It must never take a request that a serving node would have answered:
@@ -88,8 +88,55 @@ const standbyProbeTimeout = time.Second
 // make the standby answer beside a leader that serves.
 const leaderHeardFor = 3 * time.Second
 
-// standby is the state of the standby responder.
-type standby struct {
+// StandbyNode is what the standby needs of its node.
+type StandbyNode interface {
+	// ServingSince is when the node's leader subscription came up (unix
+	// nanoseconds), 0 while it has none.
+	ServingSince() int64
+	// Stopping reports whether the node is shutting down.
+	Stopping() bool
+	// RaftLeader is the leader Raft knows, "" for none; running is false
+	// before Raft runs.
+	RaftLeader() (id string, running bool)
+	// LoneMember reports whether Raft runs and the node is its cluster's
+	// only member, so that no other node can serve a request.
+	LoneMember() bool
+	// Activity says what keeps the node from serving, "" when it serves.
+	Activity() string
+	// ConflictError is the reply to every request while another cluster
+	// serves the prefix on the bus, nil otherwise.
+	ConflictError() *schema.Error
+}
+
+// Replier sends the standby's replies and counts them as the node's
+// request server does (*serving.Server is one).
+type Replier interface {
+	ReplyAllowed(m *nats.Msg) bool
+	Respond(m *nats.Msg, reply any, e *schema.Error) *schema.Error
+	Observe(ep subjects.Endpoint, d time.Duration, e *schema.Error)
+}
+
+// StandbyOptions configure a Standby.
+type StandbyOptions struct {
+	NodeID string
+	Conn   *nats.Conn
+	Names  subjects.Names
+	Log    *slog.Logger
+	// Prober asks the bus whether another node leads.
+	Prober *Prober
+	// Settled reports when the bus became able to show every node on it
+	// (Settled), 0 until then.
+	Settled func() int64
+	// Endpoints are the request endpoints the standby answers on.
+	Endpoints []subjects.Endpoint
+}
+
+// Standby is the state of the standby responder.
+type Standby struct {
+	o       StandbyOptions
+	node    StandbyNode
+	replier Replier
+
 	mu   sync.Mutex
 	subs []*nats.Subscription
 	// held are the requests waiting out standbyDelay, in arrival order.
@@ -102,6 +149,19 @@ type standby struct {
 	probedAt atomic.Int64
 }
 
+// NewStandby returns the standby of node, which sends replies through r.
+// It answers nothing until Run.
+func NewStandby(o StandbyOptions, node StandbyNode, r Replier) *Standby {
+	return &Standby{o: o, node: node, replier: r, held: make(chan heldRequest, standbyMaxPending)}
+}
+
+// Subscribed reports whether the standby listens on the request subjects.
+func (sb *Standby) Subscribed() bool {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return sb.subs != nil
+}
+
 // heldRequest is a request the standby answers after standbyDelay.
 type heldRequest struct {
 	ep      subjects.Endpoint
@@ -109,24 +169,24 @@ type heldRequest struct {
 	arrived time.Time
 }
 
-// runStandby subscribes and unsubscribes the standby as the node's state
+// Run subscribes and unsubscribes the standby as the node's state
 // changes, and answers the requests it holds, until ctx ends.
-func (s *Service) runStandby(ctx context.Context) {
+func (sb *Standby) Run(ctx context.Context) {
 	// Before the first question to the bus, which must not count as asked
 	// before the bus settled when it is settled from the start.
-	settled := s.busSettled()
+	settled := sb.o.Settled
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		s.answerHeld(ctx)
+		sb.answerHeld(ctx)
 	}()
 	go func() {
 		defer wg.Done()
-		s.pollLeader(ctx)
+		sb.pollLeader(ctx)
 	}()
 	defer func() {
-		s.setStandby(false)
+		sb.Set(false)
 		wg.Wait()
 	}()
 	tick := time.NewTicker(standbyCheckEvery)
@@ -135,7 +195,7 @@ func (s *Service) runStandby(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		s.setStandby(s.standbyWanted(settled()))
+		sb.Set(sb.wanted(settled()))
 		select {
 		case <-ctx.Done():
 			return
@@ -144,84 +204,35 @@ func (s *Service) runStandby(ctx context.Context) {
 	}
 }
 
-// standbyWanted decides whether the standby should be subscribed: not
+// wanted decides whether the standby should be subscribed: not
 // while this node serves or stops, nor while another node is known to
 // lead. When
 // only the bus can tell (Raft does not run yet, or knows no leader), it
 // must have been asked since it settled (settledAt, 0 until then).
-func (s *Service) standbyWanted(settledAt int64) bool {
-	if s.serving() || s.stopping.Load() {
+func (sb *Standby) wanted(settledAt int64) bool {
+	if sb.serving() || sb.node.Stopping() {
 		return false
 	}
-	if !s.raftKnowsLeader() {
-		if settledAt == 0 || s.standby.probedAt.Load() < settledAt {
+	if !sb.raftKnowsLeader() {
+		if settledAt == 0 || sb.probedAt.Load() < settledAt {
 			return false // the bus has not answered for sure yet
 		}
 	}
-	return !s.leaderElsewhere()
+	return !sb.leaderElsewhere()
 }
-
-// busSettled returns a function that reports when the bus became able to
-// show every node on it (unix nanoseconds), or 0 while it is not yet:
-// until then, a question nobody answered proves nothing. On the embedded
-// server that is once every configured route, leaf node and gateway is
-// connected and their interest had time to arrive (embeddedSettle, as a
-// bootstrap waits); on an external server, bootstrapSettle after start.
-// If the links are not all up within standbyGrace (the other servers are
-// down too), the standby no longer waits for them.
-func (s *Service) busSettled() func() int64 {
-	start := time.Now()
-	var settledAt int64
-	var linksUp time.Time
-	var want natsLinks
-	if s.ns != nil {
-		want = s.natsLinkTargets()
-		if want.total() == 0 && embeddedSettle(s.nsOpts, 0) == 0 {
-			// No other server can reach this one: the bus is settled
-			// from the start, before the first question to it.
-			settledAt = start.UnixNano() - 1
-		}
-	}
-	return func() int64 {
-		if settledAt != 0 {
-			return settledAt
-		}
-		now := time.Now()
-		switch {
-		case now.Sub(start) >= standbyGrace:
-			settledAt = now.UnixNano()
-		case s.ns == nil:
-			if now.Sub(start) >= bootstrapSettle {
-				settledAt = now.UnixNano()
-			}
-		default:
-			if linksUp.IsZero() && s.natsLinkCounts().covers(want) {
-				linksUp = now
-			}
-			if !linksUp.IsZero() && now.Sub(linksUp) >= embeddedSettle(s.nsOpts, want.total()) {
-				settledAt = now.UnixNano()
-			}
-		}
-		return settledAt
-	}
-}
-
-// standbyGrace bounds how long the standby waits for the embedded
-// server's links before it trusts the bus as it is.
-const standbyGrace = seedSettle
 
 // pollLeader asks the bus whether another node leads, every
 // standbyProbeEvery while Raft cannot tell, until ctx ends.
-func (s *Service) pollLeader(ctx context.Context) {
+func (sb *Standby) pollLeader(ctx context.Context) {
 	tick := time.NewTicker(standbyProbeEvery)
 	defer tick.Stop()
 	for {
-		if !s.serving() && !s.raftKnowsLeader() {
+		if !sb.serving() && !sb.raftKnowsLeader() {
 			started := time.Now().UnixNano()
-			if s.otherLeaderHeard(ctx, standbyProbeTimeout) {
-				s.standby.leaderHeard.Store(time.Now().UnixNano())
+			if sb.o.Prober.OtherLeader(ctx, standbyProbeTimeout, sb.o.NodeID) {
+				sb.leaderHeard.Store(time.Now().UnixNano())
 			}
-			s.standby.probedAt.Store(started)
+			sb.probedAt.Store(started)
 		}
 		select {
 		case <-ctx.Done():
@@ -231,78 +242,28 @@ func (s *Service) pollLeader(ctx context.Context) {
 	}
 }
 
-// serving reports whether this node's leader subscription is up.
-func (s *Service) serving() bool { return s.servingSince() != 0 }
-
-// servingSince is when this node's leader subscription came up (unix
-// nanoseconds), 0 while it has none.
-func (s *Service) servingSince() int64 {
-	if s.srv == nil {
-		return 0
-	}
-	return s.srv.ServingSince()
-}
+// serving reports whether the node's leader subscription is up.
+func (sb *Standby) serving() bool { return sb.node.ServingSince() != 0 }
 
 // raftKnowsLeader reports whether Raft runs and knows a leader.
-func (s *Service) raftKnowsLeader() bool {
-	if !s.raftStarted.Load() {
-		return false
-	}
-	_, id := s.raft.LeaderWithID()
-	return id != ""
+func (sb *Standby) raftKnowsLeader() bool {
+	id, running := sb.node.RaftLeader()
+	return running && id != ""
 }
 
 // leaderElsewhere reports whether another node is known to lead: Raft's
 // word when it knows a leader, else a leader heard on the bus lately.
-func (s *Service) leaderElsewhere() bool {
-	if s.raftStarted.Load() {
-		if _, id := s.raft.LeaderWithID(); id != "" {
-			return string(id) != s.cfg.NodeID
-		}
+func (sb *Standby) leaderElsewhere() bool {
+	if id, running := sb.node.RaftLeader(); running && id != "" {
+		return id != sb.o.NodeID
 	}
-	t := s.standby.leaderHeard.Load()
+	t := sb.leaderHeard.Load()
 	return t != 0 && time.Since(time.Unix(0, t)) < leaderHeardFor
 }
 
-// otherLeaderHeard asks P.cluster.nodes whether another node leads: true as
-// soon as one says so; false on "no responders", or when timeout passes
-// without such an answer. The reply subject is under s.probePrefix, which
-// this node's own node-info subscription does not answer.
-func (s *Service) otherLeaderHeard(ctx context.Context, timeout time.Duration) bool {
-	inbox := s.probePrefix + "." + nuid.Next()
-	sub, err := s.nc.SubscribeSync(inbox)
-	if err != nil {
-		return false
-	}
-	defer sub.Unsubscribe()
-	if err := s.nc.PublishRequest(s.names.Nodes(), inbox, []byte(`{}`)); err != nil {
-		return false
-	}
-	deadline := time.Now().Add(timeout)
-	for ctx.Err() == nil {
-		left := time.Until(deadline)
-		if left <= 0 {
-			return false
-		}
-		msg, err := sub.NextMsg(min(left, 100*time.Millisecond))
-		if errors.Is(err, nats.ErrTimeout) {
-			continue
-		}
-		if err != nil || isNoResponders(msg) {
-			return false
-		}
-		info, err := decodeNodeInfo(msg)
-		if err == nil && info.State == "leader" && info.ID != s.cfg.NodeID {
-			return true
-		}
-	}
-	return false
-}
-
-// setStandby subscribes the standby to every request subject, or drops
+// Set subscribes the standby to every request subject, or drops
 // its subscriptions.
-func (s *Service) setStandby(on bool) {
-	sb := &s.standby
+func (sb *Standby) Set(on bool) {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	if on == (sb.subs != nil) {
@@ -311,15 +272,15 @@ func (s *Service) setStandby(on bool) {
 	if !on {
 		for _, sub := range sb.subs {
 			if err := sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-				s.log.Warn("standby: unsubscribe", "subject", sub.Subject, "err", err)
+				sb.o.Log.Warn("standby: unsubscribe", "subject", sub.Subject, "err", err)
 			}
 		}
 		sb.subs = nil
-		s.log.Info("standby: no longer answering requests")
+		sb.o.Log.Info("standby: no longer answering requests")
 		return
 	}
 	subs := make([]*nats.Subscription, 0, len(subjects.Endpoints))
-	for _, ep := range s.srv.Endpoints() {
+	for _, ep := range sb.o.Endpoints {
 		if ep == subjects.ClusterJoin {
 			// A join is a Raft configuration change, which often takes
 			// the leader longer than the hold: a 503 would beat its
@@ -328,9 +289,9 @@ func (s *Service) setStandby(on bool) {
 			// asks again by itself, so silence here costs nothing.
 			continue
 		}
-		sub, err := s.nc.QueueSubscribe(s.names.Request(ep), standbyQueueGroup, func(m *nats.Msg) { s.holdRequest(ep, m) })
+		sub, err := sb.o.Conn.QueueSubscribe(sb.o.Names.Request(ep), standbyQueueGroup, func(m *nats.Msg) { sb.holdRequest(ep, m) })
 		if err != nil {
-			s.log.Warn("standby: subscribe", "subject", s.names.Request(ep), "err", err)
+			sb.o.Log.Warn("standby: subscribe", "subject", sb.o.Names.Request(ep), "err", err)
 			for _, sub := range subs {
 				_ = sub.Unsubscribe()
 			}
@@ -339,34 +300,34 @@ func (s *Service) setStandby(on bool) {
 		subs = append(subs, sub)
 	}
 	sb.subs = subs
-	s.log.Info("standby: answering requests with 503 unavailable until this node serves or another node leads", "activity", s.activity())
+	sb.o.Log.Info("standby: answering requests with 503 unavailable until this node serves or another node leads", "activity", sb.node.Activity())
 }
 
 // holdRequest queues a request for answerHeld; it runs on the
 // subscription's goroutine, so it never waits.
-func (s *Service) holdRequest(ep subjects.Endpoint, m *nats.Msg) {
+func (sb *Standby) holdRequest(ep subjects.Endpoint, m *nats.Msg) {
 	arrived := time.Now()
-	if since := s.servingSince(); since != 0 && arrived.UnixNano() > since {
+	if since := sb.node.ServingSince(); since != 0 && arrived.UnixNano() > since {
 		return // this node's leader subscription has it too
 	}
-	if m.Reply == "" || !s.srv.ReplyAllowed(m) {
+	if m.Reply == "" || !sb.replier.ReplyAllowed(m) {
 		return
 	}
 	select {
-	case s.standby.held <- heldRequest{ep: ep, m: m, arrived: arrived}:
+	case sb.held <- heldRequest{ep: ep, m: m, arrived: arrived}:
 	default: // full: dropped, and retried by its requester after its timeout
 	}
 }
 
 // answerHeld answers each held request once it has waited standbyDelay,
-// in arrival order, unless a serving node has it (standbyAnswers).
-func (s *Service) answerHeld(ctx context.Context) {
+// in arrival order, unless a serving node has it (answers).
+func (sb *Standby) answerHeld(ctx context.Context) {
 	for {
 		var h heldRequest
 		select {
 		case <-ctx.Done():
 			return
-		case h = <-s.standby.held:
+		case h = <-sb.held:
 		}
 		if wait := time.Until(h.arrived.Add(standbyDelay)); wait > 0 {
 			t := time.NewTimer(wait)
@@ -377,36 +338,36 @@ func (s *Service) answerHeld(ctx context.Context) {
 			case <-t.C:
 			}
 		}
-		if !s.standbyAnswers(h.arrived) {
+		if !sb.answers(h.arrived) {
 			continue
 		}
-		e := s.conflictError()
+		e := sb.node.ConflictError()
 		if e == nil {
 			deadline, _ := decode.Deadline(h.m, time.Time{})
-			e = standbyReply(s.standbyActivity(), h.ep.Writes() && !s.loneMember(), deadline)
+			e = standbyReply(sb.activity(), h.ep.Writes() && !sb.node.LoneMember(), deadline)
 		}
-		e = s.srv.Respond(h.m, nil, e)
-		s.srv.Observe(h.ep, time.Since(h.arrived), e)
+		e = sb.replier.Respond(h.m, nil, e)
+		sb.replier.Observe(h.ep, time.Since(h.arrived), e)
 	}
 }
 
-// standbyAnswers decides, once a request has waited, whether the standby
+// answers decides, once a request has waited, whether the standby
 // answers it: unless this node's leader subscription was up before it
 // arrived (that subscription got it too). Whether another node leads by
 // now does not matter: nothing says its subscription got the request (see
 // the top of this file).
-func (s *Service) standbyAnswers(arrived time.Time) bool {
-	since := s.servingSince()
+func (sb *Standby) answers(arrived time.Time) bool {
+	since := sb.node.ServingSince()
 	return since == 0 || arrived.UnixNano() <= since
 }
 
-// standbyActivity says which node answers and what it is doing.
-func (s *Service) standbyActivity() string {
-	act := s.activity()
+// activity says which node answers and what it is doing.
+func (sb *Standby) activity() string {
+	act := sb.node.Activity()
 	if act == "" {
 		act = "starting to serve"
 	}
-	return "node " + s.cfg.NodeID + " " + schema.StandbyPhrase + ": " + act
+	return "node " + sb.o.NodeID + " " + schema.StandbyPhrase + ": " + act
 }
 
 // standbyReply is the standby's answer: 503 "nothing changed; retry",
@@ -426,20 +387,4 @@ func standbyReply(activity string, elsewhere bool, deadline time.Time) *schema.E
 	}
 	return schema.Errorf(schema.ErrOutcomeUnknown, "%s; another node may still receive this request and apply it, so its outcome is unknown (%s): "+
 		"retry with the same %s, or read before retrying", activity, until, schema.HeaderIdempotencyKey)
-}
-
-// loneMember reports whether Raft runs and this node is the cluster's only
-// member, so that no other node can serve a request. Before Raft runs the
-// membership is not known yet: it is in the snapshot and the log that
-// raft.NewRaft reads.
-func (s *Service) loneMember() bool {
-	if !s.raftStarted.Load() {
-		return false
-	}
-	f := s.raft.GetConfiguration()
-	if f.Error() != nil {
-		return false
-	}
-	servers := f.Configuration().Servers
-	return len(servers) == 1 && string(servers[0].ID) == s.cfg.NodeID
 }
