@@ -1,9 +1,12 @@
 package tests
 
 import (
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -145,6 +148,79 @@ func TestMakefileFuzzTargetsExist(t *testing.T) {
 		}
 		if !found {
 			t.Errorf("FUZZ_TARGETS names %s in %s, which defines no such fuzz target", name, pkg)
+		}
+	}
+}
+
+// The packages split out of service/ see the node only through interfaces
+// they declare: none imports service/ itself, and each imports only the
+// service packages below it. A new import across the split is a decision
+// to make here, in one place, not one to slip in.
+func TestServicePackagesImportDownwards(t *testing.T) {
+	const mod = "github.com/concord-io/concord/"
+	allowed := map[string][]string{
+		"service/decode":   {"service/datadir"},
+		"service/loglimit": nil,
+		"service/metrics":  nil,
+		"service/replica":  {"service/datadir", "service/failpoint", "service/loglimit"},
+		"service/serving":  {"service/datadir", "service/decode", "service/failpoint", "service/loglimit", "service/replica"},
+		"service/bus":      {"service/datadir", "service/decode"},
+	}
+	for pkg, ok := range allowed {
+		files, _ := filepath.Glob(filepath.Join("..", pkg, "*.go"))
+		seen := 0
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			parsed, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen++
+			for _, imp := range parsed.Imports {
+				path := strings.Trim(imp.Path.Value, `"`)
+				rel, ours := strings.CutPrefix(path, mod)
+				if !ours || !strings.HasPrefix(rel, "service") {
+					continue
+				}
+				if !slices.Contains(ok, rel) {
+					t.Errorf("%s imports %s; it may import only %v of the service packages", f, rel, ok)
+				}
+			}
+		}
+		if seen == 0 {
+			t.Errorf("%s has no Go files: the table names a package that moved", pkg)
+		}
+	}
+}
+
+// ARCHITECTURE.md's file tables are the map of the node's own code and of
+// its request server: each file of service/ and of service/serving has a
+// row (service/ files by name, the others by path), so a new file, or a
+// renamed one, is put on the map.
+func TestArchitectureTablesNameEveryFile(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "ARCHITECTURE.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{"service", "service/serving"} {
+		files, _ := filepath.Glob(filepath.Join("..", dir, "*.go"))
+		if len(files) < 5 {
+			t.Fatalf("%s holds only %d Go files", dir, len(files))
+		}
+		for _, f := range files {
+			name := filepath.Base(f)
+			if strings.HasSuffix(name, "_test.go") || name == "doc.go" {
+				continue
+			}
+			want := "`" + dir + "/" + name + "`"
+			if dir == "service" && strings.Contains(string(doc), "`"+name+"`") {
+				continue
+			}
+			if !strings.Contains(string(doc), want) {
+				t.Errorf("ARCHITECTURE.md has no row for %s/%s", dir, name)
+			}
 		}
 	}
 }
