@@ -13,11 +13,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/concord-io/concord/schema"
 )
@@ -33,11 +35,38 @@ type readmeStep struct {
 	output []string
 }
 
+// docPages are the pages whose examples these tests run: the README and
+// every page of docs/.
+func docPages(t *testing.T) []string {
+	t.Helper()
+	pages, err := filepath.Glob("../docs/*.md")
+	if err != nil || len(pages) < 5 {
+		t.Fatalf("docs/ holds %d pages (%v)", len(pages), err)
+	}
+	return append([]string{"../README.md"}, pages...)
+}
+
 // readmeBlocks returns the console blocks that follow a
-// "<!-- readme-test: NAME -->" marker, by name.
+// "<!-- readme-test: NAME -->" marker, by name, from the README and the
+// pages of docs/; a name may be used once.
 func readmeBlocks(t *testing.T) map[string]readmeBlock {
 	t.Helper()
-	data, err := os.ReadFile("../README.md")
+	blocks := map[string]readmeBlock{}
+	for _, page := range docPages(t) {
+		for name, b := range pageBlocks(t, page) {
+			if _, dup := blocks[name]; dup {
+				t.Fatalf("block %q is marked twice (again in %s)", name, page)
+			}
+			blocks[name] = b
+		}
+	}
+	return blocks
+}
+
+// pageBlocks returns the marked console blocks of one page.
+func pageBlocks(t *testing.T, page string) map[string]readmeBlock {
+	t.Helper()
+	data, err := os.ReadFile(page)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,18 +508,33 @@ func TestReadmeCLILock(t *testing.T) {
 	}
 }
 
-// readmeGoBlocks returns the Go blocks of README.md that follow a
-// "<!-- readme-go: ExampleName -->" marker, by example name, as lines.
+// readmeGoBlocks returns the Go blocks of the README and docs/ that
+// follow a "<!-- readme-go: ExampleName -->" marker, by example name, as
+// lines.
 func readmeGoBlocks(t *testing.T) map[string][]string {
 	t.Helper()
-	data, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
+	blocks := map[string][]string{}
+	for _, page := range docPages(t) {
+		data, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, lines := range pageGoBlocks(string(data)) {
+			if _, dup := blocks[name]; dup {
+				t.Fatalf("Go block %q is marked twice (again in %s)", name, page)
+			}
+			blocks[name] = lines
+		}
 	}
+	return blocks
+}
+
+// pageGoBlocks returns the marked Go blocks of one page.
+func pageGoBlocks(data string) map[string][]string {
 	blocks := map[string][]string{}
 	var name string
 	var inBlock bool
-	for _, line := range strings.Split(string(data), "\n") {
+	for _, line := range strings.Split(data, "\n") {
 		switch {
 		case strings.HasPrefix(line, "<!-- readme-go: "):
 			name = strings.TrimSuffix(strings.TrimPrefix(line, "<!-- readme-go: "), " -->")
@@ -587,4 +631,77 @@ func TestReadmeGoExamples(t *testing.T) {
 			t.Errorf("%s did not pass:\n%s", name, out)
 		}
 	}
+}
+
+// The README and docs/ link to each other, to sections of each other and
+// to files of the repository: a link that leads nowhere (a page or file
+// that moved, a heading that was renamed) fails here.
+func TestDocLinksResolve(t *testing.T) {
+	linkRE := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	anchors := map[string]map[string]bool{}
+	anchorsOf := func(page string) map[string]bool {
+		if a, ok := anchors[page]; ok {
+			return a
+		}
+		a := map[string]bool{}
+		data, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inBlock := false
+		for _, l := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(l, "```") {
+				inBlock = !inBlock
+			}
+			if h, ok := strings.CutPrefix(strings.TrimLeft(l, "#"), " "); ok && !inBlock && strings.HasPrefix(l, "#") {
+				a[headingAnchor(h)] = true
+			}
+		}
+		anchors[page] = a
+		return a
+	}
+	links := 0
+	for _, page := range docPages(t) {
+		data, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range linkRE.FindAllStringSubmatch(string(data), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			links++
+			file, anchor, _ := strings.Cut(target, "#")
+			path := page
+			if file != "" {
+				path = filepath.Join(filepath.Dir(page), file)
+				if _, err := os.Stat(path); err != nil {
+					t.Errorf("%s links to %s, which does not exist", page, target)
+					continue
+				}
+			}
+			if anchor != "" && strings.HasSuffix(path, ".md") && !anchorsOf(path)[anchor] {
+				t.Errorf("%s links to %s, but %s has no heading #%s", page, target, path, anchor)
+			}
+		}
+	}
+	if links < 20 {
+		t.Fatalf("found only %d links in the README and docs/; the pattern no longer matches them", links)
+	}
+}
+
+// headingAnchor is the anchor GitHub gives a heading: lower case, spaces
+// as hyphens, punctuation other than hyphens and underscores dropped.
+func headingAnchor(h string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(h)) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }

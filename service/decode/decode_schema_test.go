@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -131,27 +132,20 @@ func verdictExamples(t *testing.T) []verdictExample {
 	add("probe", "lease.grant.request", `{"TTL":10}`)
 	add("probe", "lease.grant.request", `{"ttl":10.0}`)
 	add("probe", "kv.put.request", `{"key":"a","Value":1}`)
-	f, err := os.Open("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
+	// The requests the README and the pages of docs/ show.
+	docs, _ := filepath.Glob("../../docs/*.md")
 	readme := 0
-	for line := 1; sc.Scan(); line++ {
-		if m := readmeRequest.FindStringSubmatch(sc.Text()); m != nil {
-			if _, ok := decodedEndpoints[m[1]+".request"]; ok {
-				add(fmt.Sprintf("README.md:%d", line), m[1]+".request", m[2])
-				readme++
+	for _, path := range append([]string{"../../README.md"}, docs...) {
+		readme += addDocRequests(t, path, func(from, ep, body string) bool {
+			if _, ok := decodedEndpoints[ep]; !ok {
+				return false
 			}
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
+			add(from, ep, body)
+			return true
+		})
 	}
 	if readme == 0 {
-		t.Fatal("no request found in the README's examples")
+		t.Fatal("no request found in the examples of the README and docs/")
 	}
 	return out
 }
@@ -191,7 +185,7 @@ func TestSchemaAndDecoderAgree(t *testing.T) {
 			t.Errorf("exception %s: no example has this body, or the two agree on it now", shorten(key))
 		}
 	}
-	for _, src := range []string{"schematest", "lease.grant.request.json", "kv.txn.request.json", "TestDecodeErrorDescriptions", "README.md", "probe"} {
+	for _, src := range []string{"schematest", "lease.grant.request.json", "kv.txn.request.json", "TestDecodeErrorDescriptions", "README.md", "api.md", "probe"} {
 		if sources[src] == 0 {
 			t.Errorf("no example from %s", src)
 		}
@@ -237,4 +231,29 @@ var verdictExceptions = map[string]string{
 	`kv.put.request {"key":"a","Value":1}`:                                    "encoding/json matches member names ignoring case",
 	`kv.changes.request {"key":"a"}`:                                          "the decoder reads a missing after_revision as 0",
 	`kv.changes.request {"key":"a","after_revision":9007199254740992}`:        "the decoder bounds after_revision by int64, not by 2^53-1",
+}
+
+// addDocRequests calls add with each request example of the Markdown page
+// at path, named "<page>:<line>", and returns how many add took.
+func addDocRequests(t *testing.T, path string, add func(from, ep, body string) bool) int {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	n := 0
+	for line := 1; sc.Scan(); line++ {
+		if m := readmeRequest.FindStringSubmatch(sc.Text()); m != nil {
+			if add(fmt.Sprintf("%s:%d", filepath.Base(path), line), m[1]+".request", m[2]) {
+				n++
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -42,8 +42,8 @@ type Policy struct {
 
 // Default keeps Go's default up to a live heap of 64 MiB and, from 128 MiB
 // on, lets the heap grow by half of what is live: at a million keys (about 300 MB
-// live) resident memory falls from about 610 to 480 MiB (see the README's
-// Performance section for how that was measured).
+// live) resident memory falls from about 610 to 480 MiB (see docs/operations.md,
+// Memory, for how that was measured).
 // Free memory goes back once 32 MiB of it would last more than a minute.
 var Default = Policy{Fraction: 0.5, Floor: 64 << 20, ReleaseMin: 32 << 20, ReuseHorizon: time.Minute, ReleaseGap: time.Minute}
 

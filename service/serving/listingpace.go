@@ -16,8 +16,8 @@ import (
 // already yields (every 256 records: fsm.YieldEvery, schema.ListYieldEvery),
 // the pause that would make it run only the configured fraction of its
 // time (ListingShare), and takes it once it owes a millisecond; with no
-// write in flight it runs at full speed. Measured in the README's
-// Performance section (put p99 beside reads).
+// write in flight it runs at full speed. Measured in docs/performance.md
+// (put p99 beside reads).
 
 // minListingPause is the shortest pause a listing takes: the work between
 // two yields is tens of microseconds, and a sleep that short overshoots

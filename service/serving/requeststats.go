@@ -24,7 +24,7 @@ var (
 // requestDurationBuckets suit request latencies: under a millisecond for a
 // read, a Raft round trip for a write, seconds around a failover. Writes
 // under load have their tail between 5 and 25 ms (a put's p99 on one node
-// beside large reads, README's Performance section), so the buckets there
+// beside large reads, docs/performance.md), so the buckets there
 // are 2.5-5 ms apart: with only 10 between them, a p99 read from the
 // histogram could not tell 11 ms from 24.
 var requestDurationBuckets = []float64{.0005, .001, .0025, .005, .0075, .01, .015, .02, .025, .05, .1, .25, .5, 1, 2.5, 5}

@@ -153,7 +153,7 @@ func parseFlags(args []string) (*config, error) {
 	topologies := fs.String("topologies", "single,cluster", "comma-separated: single (1 against 1), cluster (3 against 3)")
 	fs.BoolVar(&cfg.onlyConcord, "only-concord", false, "run Concord and the echo floor only, without etcd")
 	fs.BoolVar(&cfg.jsonOut, "json", false, "print one JSON document with every round and the medians instead of a table")
-	fs.BoolVar(&cfg.markdown, "markdown", false, "print the medians as Markdown tables (for the README) instead of the text table")
+	fs.BoolVar(&cfg.markdown, "markdown", false, "print the medians as Markdown tables (for docs/performance.md) instead of the text table")
 	fs.StringVar(&cfg.jsonFile, "json-file", "", "also write the --json document to this file")
 	if err := fs.Parse(args); err != nil {
 		return nil, err

@@ -252,7 +252,7 @@ func hasWorkload(tr topoReport, w string) bool {
 }
 
 // printMarkdown prints the medians as one Markdown table per topology, as
-// the README's Performance section shows them.
+// docs/performance.md shows them.
 func (rep *report) printMarkdown(w io.Writer) {
 	rep.header(w, "- ")
 	names := map[string]string{"grant": "lease grant", "put": "put with a lease", "keepalive": "keep-alive, one lease a request",

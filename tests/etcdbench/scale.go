@@ -139,7 +139,7 @@ func parseScaleFlags(args []string) (*scaleConfig, error) {
 	fs.DurationVar(&cfg.settle, "settle", 5*time.Second, "wait after a load before reading memory and disk")
 	fs.DurationVar(&cfg.restartTimeout, "restart-timeout", 5*time.Minute, "how long a restarted server may take to answer")
 	fs.DurationVar(&cfg.expiryTimeout, "expiry-timeout", 10*time.Minute, "how long after the last deadline the leases may take to go")
-	fs.BoolVar(&cfg.markdown, "markdown", false, "print the table as Markdown (for the README)")
+	fs.BoolVar(&cfg.markdown, "markdown", false, "print the table as Markdown (for docs/performance.md)")
 	fs.StringVar(&cfg.jsonFile, "json-file", "", "also write every figure as JSON to this file")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
