@@ -1,7 +1,10 @@
 package service
 
 import (
-	"github.com/concord-io/concord/schema"
+	"errors"
+
+	"github.com/hashicorp/raft"
+
 	"github.com/concord-io/concord/service/bus"
 )
 
@@ -18,37 +21,19 @@ var ErrBootstrapRefused = bus.ErrBootstrapRefused
 // or a bootstrap on a bus where a cluster already answers.
 var ErrForeignCluster = bus.ErrForeignCluster
 
-// busGuard is the guard of this node's bus.
-func (s *Service) busGuard() bus.Guard {
-	return bus.Guard{Prober: s.prober, Names: s.names, Embedded: s.embedded(), Wait: s.cfg.BootstrapWait, Log: s.log}
-}
-
-// embedded is the node's embedded NATS server, nil on an external one.
-func (s *Service) embedded() *bus.Embedded {
-	if s.ns == nil {
-		return nil
-	}
-	return &bus.Embedded{Server: s.ns, Opts: s.nsOpts}
-}
-
 // checkBootstrap refuses to bootstrap unless the bus is free of other
 // clusters; then, answering for itself, it listens for a node
 // bootstrapping at the same time: of two such nodes at most one goes on.
 func (s *Service) checkBootstrap() error {
-	g := s.busGuard()
-	settle, err := g.CheckBusFree(s.ctx)
+	settle, err := s.guard.CheckBusFree(s.ctx)
 	if err != nil {
 		return err
 	}
 	if err := s.serveNodeInfoSubjects(); err != nil {
 		return err
 	}
-	return g.CheckAlone(settle)
+	return s.guard.CheckAlone(settle)
 }
-
-// conflictError is the reply to every request while another cluster
-// serves this prefix on the bus, nil otherwise.
-func (s *Service) conflictError() *schema.Error { return s.fence.Err() }
 
 // signalFence wakes the leadership loop to apply a conflict change.
 func (s *Service) signalFence() {
@@ -58,9 +43,6 @@ func (s *Service) signalFence() {
 	}
 }
 
-// serving reports whether this node's leader subscription is up.
-func (s *Service) serving() bool { return s.servingSince() != 0 }
-
 // servingSince is when this node's leader subscription came up (unix
 // nanoseconds), 0 while it has none.
 func (s *Service) servingSince() int64 {
@@ -68,4 +50,21 @@ func (s *Service) servingSince() int64 {
 		return 0
 	}
 	return s.srv.ServingSince()
+}
+
+// errRaftNotRunning answers questions about the membership before Raft
+// runs: the membership is in the snapshot and the log that raft.NewRaft
+// reads.
+var errRaftNotRunning = errors.New("raft is not running yet")
+
+// raftMembers lists the members of the Raft configuration.
+func (s *Service) raftMembers() ([]raft.Server, error) {
+	if !s.raftStarted.Load() {
+		return nil, errRaftNotRunning
+	}
+	f := s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	return f.Configuration().Servers, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -43,7 +44,7 @@ func (s *Service) tryJoin() (done bool) {
 	}
 	// A member that has no cluster id yet (the join's reply was lost
 	// before it was recorded) still asks: the reply carries the id.
-	if s.isMember() && clusterID != "" {
+	if servers, err := s.raftMembers(); err == nil && isMember(servers, s.cfg.NodeID) && clusterID != "" {
 		return true
 	}
 	req, _ := json.Marshal(schema.ClusterJoinRequest{ID: s.cfg.NodeID, Address: string(s.trans.LocalAddr()), ClusterID: clusterID})
@@ -77,18 +78,9 @@ func (s *Service) tryJoin() (done bool) {
 	return true
 }
 
-// isMember reports whether this node is in the latest Raft configuration.
-func (s *Service) isMember() bool {
-	f := s.raft.GetConfiguration()
-	if f.Error() != nil {
-		return false
-	}
-	for _, srv := range f.Configuration().Servers {
-		if srv.ID == raft.ServerID(s.cfg.NodeID) {
-			return true
-		}
-	}
-	return false
+// isMember reports whether node id is one of servers.
+func isMember(servers []raft.Server, id string) bool {
+	return slices.ContainsFunc(servers, func(srv raft.Server) bool { return srv.ID == raft.ServerID(id) })
 }
 
 func (s *Service) handleJoin(_ context.Context, m *nats.Msg) (any, *schema.Error) {
@@ -105,11 +97,11 @@ func (s *Service) handleJoin(_ context.Context, m *nats.Msg) (any, *schema.Error
 	}
 	// A member asks again only when it lost its data or its join reply:
 	// it may come back on another release, so it is asked too.
-	if e := s.checkJoiner(req.ID); e != nil {
+	if e := s.formats.CheckJoiner(req.ID); e != nil {
 		s.log.Warn("refused a join", "node", req.ID, "err", e.Description)
 		return nil, e
 	}
-	if !s.hasVoter(req.ID, req.Address) {
+	if servers, err := s.raftMembers(); err != nil || !hasVoter(servers, req.ID, req.Address) {
 		// Open a Raft connection to the joiner first: a node that cannot
 		// be reached, or whose certificate the CA did not sign, would
 		// otherwise become a voter that never receives the log and counts
@@ -165,17 +157,11 @@ func (s *Service) probeRaft(addr string) error {
 	return err
 }
 
-func (s *Service) hasVoter(id, addr string) bool {
-	f := s.raft.GetConfiguration()
-	if f.Error() != nil {
-		return false
-	}
-	for _, srv := range f.Configuration().Servers {
-		if srv.ID == raft.ServerID(id) && srv.Address == raft.ServerAddress(addr) && srv.Suffrage == raft.Voter {
-			return true
-		}
-	}
-	return false
+// hasVoter reports whether node id is one of servers, a voter at addr.
+func hasVoter(servers []raft.Server, id, addr string) bool {
+	return slices.ContainsFunc(servers, func(srv raft.Server) bool {
+		return srv.ID == raft.ServerID(id) && srv.Address == raft.ServerAddress(addr) && srv.Suffrage == raft.Voter
+	})
 }
 
 func (s *Service) handleRemove(_ context.Context, m *nats.Msg) (any, *schema.Error) {

@@ -78,11 +78,11 @@ func (s *Service) Ready() error {
 	// with the leader's.
 	commit := s.raft.CommitIndex()
 	if s.raft.State() != raft.Leader {
-		lc, err := s.leaderCommitIndex(string(id))
+		info, err := s.prober.AskNode(string(id), schema.NodeInfoRequest{}, readyWait)
 		if err != nil {
 			return fmt.Errorf("%w: cannot ask the leader %s for its commit index: %v", ErrNotReady, id, err)
 		}
-		commit = max(commit, lc)
+		commit = max(commit, info.CommitIndex)
 	}
 	// Under load the applied index trails the commit index by an entry or
 	// two at any instant; waiting briefly for it keeps a busy node ready,
@@ -101,12 +101,3 @@ func (s *Service) Ready() error {
 // readyWait is how long /readyz waits for the state machine to apply what
 // was committed when the probe arrived.
 const readyWait = time.Second
-
-// leaderCommitIndex asks the leader, over NATS, for its commit index.
-func (s *Service) leaderCommitIndex(id string) (uint64, error) {
-	info, err := s.prober.AskNode(id, schema.NodeInfoRequest{}, readyWait)
-	if err != nil {
-		return 0, err
-	}
-	return info.CommitIndex, nil
-}

@@ -125,7 +125,7 @@ func (s *Service) becomeLeader(ctx context.Context) *leaderTerm {
 	tctx, cancel := context.WithCancel(ctx)
 	term := &leaderTerm{cancel: cancel}
 	term.spawn(tctx, s.runExpirer)
-	term.spawn(tctx, s.runFormatGate)
+	term.spawn(tctx, s.formats.Run)
 	if err := s.srv.Subscribe(); err != nil {
 		s.log.Error("subscribe to request subjects", "err", err)
 	}

@@ -51,7 +51,7 @@ type Service struct {
 	raft      *raft.Raft
 	sm        *replica.StateMachine
 	// formats turns batching on while every member reads batch entries.
-	formats *formatGate
+	formats *bus.FormatGate
 
 	metrics *metrics.Metrics
 	http    *http.Server // the operator listener, when configured
@@ -105,6 +105,9 @@ type Service struct {
 	// prober asks the bus about other nodes; its probes' replies are ones
 	// this node's own node-info subscription leaves unanswered.
 	prober *bus.Prober
+	// guard keeps the node from founding or rejoining a cluster on a bus
+	// where another cluster serves the prefix.
+	guard bus.Guard
 	// fence holds another cluster serving this prefix on the bus, if any;
 	// fenceCh wakes the leadership loop when it changes.
 	fence   *bus.Fence
@@ -133,9 +136,6 @@ func Start(cfg Config) (*Service, error) {
 		fenceCh:  make(chan struct{}, 1),
 		caughtUp: make(chan struct{}),
 	}
-	// The gate changes batching only within a leadership term, once the
-	// server exists.
-	s.formats = newFormatGate(func(on bool) { s.srv.SetBatching(on) })
 	s.started = time.Now()
 	s.metrics = metrics.New(metricsSource{s})
 	s.fence = bus.NewFence(bus.FenceHooks{Hold: s.clock.hold, Release: s.clock.release, Gauge: s.metrics.ClusterConflict.Set, Changed: s.signalFence}, names, s.log)
@@ -174,6 +174,17 @@ func (s *Service) start() error {
 		return natsConnectError(url, s.ns != nil, err)
 	}
 	s.nc = nc
+	s.prober = bus.NewProber(nc, s.names)
+	var embedded *bus.Embedded
+	if s.ns != nil {
+		embedded = &bus.Embedded{Server: s.ns, Opts: s.nsOpts}
+	}
+	s.guard = bus.Guard{Prober: s.prober, Names: s.names, Embedded: embedded, Wait: s.cfg.BootstrapWait, Log: s.log}
+	s.formats = bus.NewFormatGate(bus.FormatGateOptions{Self: s.cfg.NodeID, Members: s.raftMembers, Prober: s.prober,
+		Every: s.cfg.BusCheckInterval, Log: s.log,
+		// The gate changes batching only within a leadership term, once
+		// the server exists.
+		Batching: func(on bool) { s.srv.SetBatching(on) }})
 	s.dec = decode.New(s.cfg.decodeLimits(), nc.MaxPayload())
 	if need := int64(s.cfg.MaxValueBytes + payloadHeadroom); nc.MaxPayload() < need {
 		s.log.Warn("the NATS max_payload is below the largest value plus its envelope; large puts will be refused by NATS",
@@ -202,7 +213,7 @@ func (s *Service) start() error {
 	s.sm = replica.NewStateMachine(s.pub.enqueue)
 	s.sm.OnResult = s.observeApplied
 	s.sm.OnSnapshot = s.metrics.ObserveSnapshot
-	s.sm.SnapshotVersion = s.snapshotVersion
+	s.sm.SnapshotVersion = s.formats.SnapshotVersion
 	s.goRun(s.pub.run)
 	s.srv = serving.New(s.ctx, serving.Options{
 		NodeID: s.cfg.NodeID, DataDir: s.cfg.DataDir, Version: s.cfg.Version,
@@ -218,14 +229,13 @@ func (s *Service) start() error {
 	}, servingNode{s}, s.sm)
 	// The request metrics are the counters micro's STATS reads.
 	s.metrics.Registry().MustRegister(s.srv.RequestStats())
-	s.prober = bus.NewProber(s.nc, s.names)
 	if s.cfg.TestPauseFile != "" {
 		s.pause = replica.NewTestPause(s.cfg.TestPauseFile, s.log, s.ctx.Done())
 	}
 	// From here on the node is never silent: until it serves, the standby
 	// answers requests with what it is doing, and /readyz says the same.
 	s.standby = bus.NewStandby(bus.StandbyOptions{NodeID: s.cfg.NodeID, Conn: s.nc, Names: s.names, Log: s.log,
-		Prober: s.prober, Settled: bus.Settled(s.embedded()), Endpoints: s.srv.Endpoints()}, standbyNode{s}, s.srv)
+		Prober: s.prober, Settled: bus.Settled(s.guard.Embedded), Endpoints: s.srv.Endpoints()}, standbyNode{s}, s.srv)
 	s.goRun(s.standby.Run)
 	if s.cfg.MetricsListen != "" {
 		if err := s.serveHTTP(s.cfg.MetricsListen); err != nil {
@@ -235,7 +245,7 @@ func (s *Service) start() error {
 	if err := s.startRaft(); err != nil {
 		return err
 	}
-	s.goRun(func(ctx context.Context) { s.fence.Watch(ctx, s.nc, s.cfg.DataDir, s.cfg.BusCheckInterval) })
+	s.goRun(func(ctx context.Context) { s.fence.Watch(ctx, s.prober, s.cfg.DataDir, s.cfg.BusCheckInterval) })
 	s.goRun(s.runLeadership)
 	s.goRun(replica.SnapshotTrigger{SM: s.sm, Raft: s.raft, CaughtUp: s.caughtUp,
 		Threshold: s.cfg.SnapshotThreshold, Interval: s.cfg.SnapshotInterval, Log: s.log}.Run)

@@ -37,11 +37,8 @@ var phaseText = map[startPhase]string{
 // every entry it knows to be committed applied. A follower's "" is not
 // readiness: Ready also compares with the leader's commit index.
 func (s *Service) activity() string {
-	if d := s.restore.Describe(); d != "" {
-		return d
-	}
-	if !s.raftStarted.Load() {
-		return phaseText[startPhase(s.phase.Load())]
+	if d := s.restore.Describe(); d != "" || !s.raftStarted.Load() {
+		return activityBeforeRaft(d, startPhase(s.phase.Load()))
 	}
 	_, leader := s.raft.LeaderWithID()
 	if leader == "" {
@@ -49,7 +46,7 @@ func (s *Service) activity() string {
 	}
 	applied, commit := s.sm.Applied.Get(), s.raft.CommitIndex()
 	if leader == raft.ServerID(s.cfg.NodeID) {
-		if s.serving() {
+		if s.servingSince() != 0 {
 			return ""
 		}
 		// The leadership barrier (becomeLeader) applies the whole log
@@ -61,6 +58,15 @@ func (s *Service) activity() string {
 		return "taking over as leader"
 	}
 	return s.describeReplay(applied, s.applyTarget(applied, commit))
+}
+
+// activityBeforeRaft says what a node does while a snapshot restore runs
+// (restore, its progress), or else before its Raft runs (phase).
+func activityBeforeRaft(restore string, phase startPhase) string {
+	if restore != "" {
+		return restore
+	}
+	return phaseText[phase]
 }
 
 // applyTarget is the last entry up to index that the state machine will

@@ -6,19 +6,19 @@ import (
 
 	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/service/internal/testnats"
+	"github.com/concord-io/concord/service/replica"
 )
 
 // Before Raft runs, a node's activity is the restore's progress while one
 // runs, and its start-up phase otherwise.
 func TestActivityBeforeRaft(t *testing.T) {
-	s := &Service{}
-	s.restore.Begin(2000)
-	if got := s.activity(); got != "restoring snapshot, 0 B of 2.0 kB" {
+	var p replica.RestoreProgress
+	p.Begin(2000)
+	if got := activityBeforeRaft(p.Describe(), phaseStartingRaft); got != "restoring snapshot, 0 B of 2.0 kB" {
 		t.Errorf("activity during a restore: %q", got)
 	}
-	s.restore.End()
-	s.phase.Store(int32(phaseCheckingBus))
-	if got := s.activity(); got != "checking the NATS bus for other clusters" {
+	p.End()
+	if got := activityBeforeRaft(p.Describe(), phaseCheckingBus); got != "checking the NATS bus for other clusters" {
 		t.Errorf("activity while checking the bus: %q", got)
 	}
 }

@@ -33,8 +33,8 @@ func (m metricsSource) Raft() *raft.Raft {
 type servingNode struct{ s *Service }
 
 func (n servingNode) LeaseNow() (int64, bool)      { return n.s.clock.now() }
-func (n servingNode) AllRead(format int) bool      { return n.s.formats.allRead(format) }
-func (n servingNode) ConflictError() *schema.Error { return n.s.conflictError() }
+func (n servingNode) AllRead(format int) bool      { return n.s.formats.AllRead(format) }
+func (n servingNode) ConflictError() *schema.Error { return n.s.fence.Err() }
 func (n servingNode) DiskFullError(ep subjects.Endpoint) *schema.Error {
 	return n.s.diskFullError(ep)
 }
@@ -53,7 +53,7 @@ type standbyNode struct{ s *Service }
 func (n standbyNode) ServingSince() int64          { return n.s.servingSince() }
 func (n standbyNode) Stopping() bool               { return n.s.stopping.Load() }
 func (n standbyNode) Activity() string             { return n.s.activity() }
-func (n standbyNode) ConflictError() *schema.Error { return n.s.conflictError() }
+func (n standbyNode) ConflictError() *schema.Error { return n.s.fence.Err() }
 
 func (n standbyNode) RaftLeader() (string, bool) {
 	if !n.s.raftStarted.Load() {
@@ -66,13 +66,6 @@ func (n standbyNode) RaftLeader() (string, bool) {
 // LoneMember: before Raft runs the membership is not known yet; it is in
 // the snapshot and the log that raft.NewRaft reads.
 func (n standbyNode) LoneMember() bool {
-	if !n.s.raftStarted.Load() {
-		return false
-	}
-	f := n.s.raft.GetConfiguration()
-	if f.Error() != nil {
-		return false
-	}
-	servers := f.Configuration().Servers
-	return len(servers) == 1 && string(servers[0].ID) == n.s.cfg.NodeID
+	servers, err := n.s.raftMembers()
+	return err == nil && len(servers) == 1 && string(servers[0].ID) == n.s.cfg.NodeID
 }

@@ -86,13 +86,14 @@ type busWatch struct {
 	clean   int               // rounds in a row without a foreign id
 }
 
-// Watch asks P.cluster.nodes every `every` until ctx ends, whenever the
-// node has a cluster id (in dataDir), and records a conflict as soon as
-// a node of another cluster answers. The answers go to a plain inbox, not
-// a Prober's: the node's own answer counts as one heard.
-func (f *Fence) Watch(ctx context.Context, nc *nats.Conn, dataDir string, every time.Duration) {
+// Watch asks P.cluster.nodes through p every `every` until ctx ends,
+// whenever the node has a cluster id (in dataDir), and records a conflict
+// as soon as a node of another cluster answers. The answers go to a plain
+// inbox, not one under the prober's prefix: the node's own answer counts
+// as one heard.
+func (f *Fence) Watch(ctx context.Context, p *Prober, dataDir string, every time.Duration) {
 	w := &busWatch{f: f, inbox: nats.NewInbox(), foreign: map[string]string{}}
-	sub, err := nc.Subscribe(w.inbox, w.answer)
+	sub, err := p.nc.Subscribe(w.inbox, w.answer)
 	if err != nil {
 		f.log.Error("watch the bus for other clusters: subscribe", "err", err)
 		return
@@ -105,7 +106,7 @@ func (f *Fence) Watch(ctx context.Context, nc *nats.Conn, dataDir string, every 
 		if err == nil && ours != "" {
 			w.ours.Store(&ours)
 			w.endRound(ours)
-			if err := nc.PublishRequest(f.names.Nodes(), w.inbox, []byte(`{}`)); err != nil {
+			if err := p.askAll(w.inbox); err != nil {
 				f.log.Debug("bus watch: probe", "err", err)
 			}
 		}

@@ -43,6 +43,15 @@ func (p *Prober) OwnProbe(reply string) bool {
 	return strings.HasPrefix(reply, p.prefix+".")
 }
 
+// askAll asks every node on the bus, on P.cluster.nodes, for its report,
+// with the answers going to inbox.
+func (p *Prober) askAll(inbox string) error {
+	if err := p.nc.PublishRequest(p.names.Nodes(), inbox, []byte(`{}`)); err != nil {
+		return fmt.Errorf("ask %s: %w", p.names.Nodes(), err)
+	}
+	return nil
+}
+
 // ProbeResult is what one P.cluster.nodes probe heard.
 type ProbeResult struct {
 	// NoResponders: the server knows of no subscriber anywhere on the bus.
@@ -85,13 +94,7 @@ func (p *Prober) collect(span, every time.Duration) (ProbeResult, error) {
 		return r, fmt.Errorf("subscribe to the probe inbox: %w", err)
 	}
 	defer sub.Unsubscribe()
-	ask := func() error {
-		if err := p.nc.PublishRequest(p.names.Nodes(), inbox, []byte(`{}`)); err != nil {
-			return fmt.Errorf("ask %s: %w", p.names.Nodes(), err)
-		}
-		return nil
-	}
-	if err := ask(); err != nil {
+	if err := p.askAll(inbox); err != nil {
 		return r, err
 	}
 	start := time.Now()
@@ -106,7 +109,7 @@ func (p *Prober) collect(span, every time.Duration) (ProbeResult, error) {
 		}
 		if wait <= 0 {
 			if every > 0 && time.Now().Before(deadline) {
-				if err := ask(); err != nil {
+				if err := p.askAll(inbox); err != nil {
 					return r, err
 				}
 				next = next.Add(every)
@@ -149,7 +152,7 @@ func (p *Prober) OtherLeader(ctx context.Context, timeout time.Duration, self st
 		return false
 	}
 	defer sub.Unsubscribe()
-	if err := p.nc.PublishRequest(p.names.Nodes(), inbox, []byte(`{}`)); err != nil {
+	if err := p.askAll(inbox); err != nil {
 		return false
 	}
 	deadline := time.Now().Add(timeout)

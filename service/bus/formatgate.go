@@ -1,8 +1,9 @@
-package service
+package bus
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
@@ -21,12 +22,28 @@ import (
 // node info that it reads them (schema.NodeInfo.LogFormat). During a
 // rolling upgrade, while any member still runs an older release or has not
 // answered, every command goes alone, as before batches existed. A node
-// that asks to join must read them too (checkJoiner): the log it replays
+// that asks to join must read them too (CheckJoiner): the log it replays
 // may hold batches.
 
-// formatGate turns the proposer's batching on and off for one leader.
-type formatGate struct {
-	batching func(on bool)
+// FormatGateOptions configure a FormatGate.
+type FormatGateOptions struct {
+	// Self is this node's id: it runs this release, and is never asked.
+	Self string
+	// Batching turns the leader's batching on and off.
+	Batching func(on bool)
+	// Members lists the members of the Raft configuration.
+	Members func() ([]raft.Server, error)
+	// Prober asks a member which log format it reads.
+	Prober *Prober
+	// Every is how often a leader asks the members again.
+	Every time.Duration
+	Log   *slog.Logger
+}
+
+// FormatGate turns the leader's batching on and off, and says which log
+// formats and snapshot version every member reads.
+type FormatGate struct {
+	o FormatGateOptions
 
 	mu sync.Mutex
 	// gen changes whenever what is known is thrown away, so that a check
@@ -42,32 +59,33 @@ type formatGate struct {
 	formats map[raft.ServerID]int
 }
 
-func newFormatGate(batching func(on bool)) *formatGate {
-	return &formatGate{batching: batching, formats: map[raft.ServerID]int{}}
+// NewFormatGate returns a gate with batching off and nothing known.
+func NewFormatGate(o FormatGateOptions) *FormatGate {
+	return &FormatGate{o: o, formats: map[raft.ServerID]int{}}
 }
 
 // reset forgets every member's format and turns batching off: at the start
 // and end of each leader term.
-func (g *formatGate) reset() {
+func (g *FormatGate) reset() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.gen++
 	clear(g.formats)
 	g.readable = 0
-	g.batching(false)
+	g.o.Batching(false)
 }
 
-// allRead reports whether every member reads log format format, as the
+// AllRead reports whether every member reads log format format, as the
 // last check found.
-func (g *formatGate) allRead(format int) bool {
+func (g *FormatGate) AllRead(format int) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.readable >= format
 }
 
 // learned records a member's format (one that reads batches), as
-// checkJoiner learns it.
-func (g *formatGate) learned(id raft.ServerID, format int) {
+// CheckJoiner learns it.
+func (g *FormatGate) learned(id raft.ServerID, format int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.formats[id] = format
@@ -77,7 +95,7 @@ func (g *formatGate) learned(id raft.ServerID, format int) {
 // which log format it reads, and turns batching on if all read batch
 // entries, off otherwise. It returns whether batching is on and, when it
 // is off, why: a sentence per member that keeps it off.
-func (g *formatGate) check(servers []raft.Server, self raft.ServerID, ask func(raft.ServerID) (int, error)) (bool, []string) {
+func (g *FormatGate) check(servers []raft.Server, self raft.ServerID, ask func(raft.ServerID) (int, error)) (bool, []string) {
 	g.mu.Lock()
 	gen := g.gen
 	g.mu.Unlock()
@@ -128,30 +146,31 @@ func (g *formatGate) check(servers []raft.Server, self raft.ServerID, ask func(r
 			g.readable = min(g.readable, g.formats[id])
 		}
 	}
-	g.batching(on)
+	g.o.Batching(on)
 	return on, why
 }
 
-// runFormatGate keeps the proposer's batching in step with what the
-// members read, for as long as this node leads, and logs each change.
-func (s *Service) runFormatGate(ctx context.Context) {
-	s.formats.reset()
-	defer s.formats.reset()
-	t := time.NewTicker(s.cfg.BusCheckInterval)
+// Run keeps the leader's batching in step with what the members read,
+// until ctx ends (the leader's term), and logs each change. Batching is
+// off when it starts and when it ends.
+func (g *FormatGate) Run(ctx context.Context) {
+	g.reset()
+	defer g.reset()
+	t := time.NewTicker(g.o.Every)
 	defer t.Stop()
 	last := ""
 	for {
-		if f := s.raft.GetConfiguration(); f.Error() == nil {
-			on, why := s.formats.check(f.Configuration().Servers, raft.ServerID(s.cfg.NodeID), s.memberLogFormat)
+		if servers, err := g.o.Members(); err == nil {
+			on, why := g.check(servers, raft.ServerID(g.o.Self), g.memberLogFormat)
 			state := "on"
 			if !on {
 				state = strings.Join(why, "; ")
 			}
 			if state != last {
 				if on {
-					s.log.Info("batch entries on: every member reads them")
+					g.o.Log.Info("batch entries on: every member reads them")
 				} else {
-					s.log.Warn("batch entries off: every command goes alone", "why", state)
+					g.o.Log.Warn("batch entries off: every command goes alone", "why", state)
 				}
 				last = state
 			}
@@ -166,25 +185,25 @@ func (s *Service) runFormatGate(ctx context.Context) {
 
 // memberLogFormat asks a node which log format its release reads. A node
 // that answers without saying runs a release from before batch entries.
-func (s *Service) memberLogFormat(id raft.ServerID) (int, error) {
-	info, err := s.prober.AskNode(string(id), schema.NodeInfoRequest{}, time.Second)
+func (g *FormatGate) memberLogFormat(id raft.ServerID) (int, error) {
+	info, err := g.o.Prober.AskNode(string(id), schema.NodeInfoRequest{}, time.Second)
 	if err != nil {
 		return 0, err
 	}
 	return info.LogFormat, nil
 }
 
-// checkJoiner refuses a new member whose release cannot read batch
+// CheckJoiner refuses a new member whose release cannot read batch
 // entries: the log it would replay may hold them.
-func (s *Service) checkJoiner(id string) *schema.Error {
-	format, err := s.memberLogFormat(raft.ServerID(id))
+func (g *FormatGate) CheckJoiner(id string) *schema.Error {
+	format, err := g.memberLogFormat(raft.ServerID(id))
 	if err != nil {
 		return schema.Errorf(schema.ErrUnavailable, "the leader could not learn which release node %s runs (it asks before admitting a node): %v", id, err)
 	}
 	if format < fsm.LogFormat {
 		return schema.Errorf(schema.ErrClusterMismatch, "node %s runs an older release, which cannot read this cluster's log (log format %d, this cluster writes %d); upgrade it to the cluster's release before it joins", id, format, fsm.LogFormat)
 	}
-	s.formats.learned(raft.ServerID(id), format)
+	g.learned(raft.ServerID(id), format)
 	return nil
 }
 
@@ -200,30 +219,30 @@ func (s *Service) checkJoiner(id string) *schema.Error {
 // snapshot version 5: both came in the same release.
 const snapshotV5LogFormat = fsm.LogFormatTxnCause
 
-// olderSnapshotVersion is the version written for members that do not
+// OlderSnapshotVersion is the version written for members that do not
 // read the current one.
-const olderSnapshotVersion = 4
+const OlderSnapshotVersion = 4
 
-// snapshotVersion asks the other members, as the batch gate does, and
+// SnapshotVersion asks the other members, as the batch gate does, and
 // returns the snapshot version they all read. Raft calls it from the
 // goroutine that writes the snapshot, never from Apply.
-func (s *Service) snapshotVersion() int {
-	f := s.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
-		s.log.Warn("snapshot: could not read the configuration; writing the older version", "version", olderSnapshotVersion, "err", err)
-		return olderSnapshotVersion
+func (g *FormatGate) SnapshotVersion() int {
+	servers, err := g.o.Members()
+	if err != nil {
+		g.o.Log.Warn("snapshot: could not read the configuration; writing the older version", "version", OlderSnapshotVersion, "err", err)
+		return OlderSnapshotVersion
 	}
 	var why []string
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for _, srv := range f.Configuration().Servers {
-		if srv.ID == raft.ServerID(s.cfg.NodeID) {
+	for _, srv := range servers {
+		if srv.ID == raft.ServerID(g.o.Self) {
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			format, err := s.memberLogFormat(srv.ID)
+			format, err := g.memberLogFormat(srv.ID)
 			if err == nil && format >= snapshotV5LogFormat {
 				return
 			}
@@ -239,8 +258,8 @@ func (s *Service) snapshotVersion() int {
 	wg.Wait()
 	if len(why) > 0 {
 		sort.Strings(why)
-		s.log.Warn("snapshot: writing the older version, which every member reads", "version", olderSnapshotVersion, "why", strings.Join(why, "; "))
-		return olderSnapshotVersion
+		g.o.Log.Warn("snapshot: writing the older version, which every member reads", "version", OlderSnapshotVersion, "why", strings.Join(why, "; "))
+		return OlderSnapshotVersion
 	}
 	return fsm.SnapshotVersion
 }
