@@ -34,7 +34,15 @@ func defaultLimits() Limits {
 
 // decodeRequest runs the decoder of ep on body and returns its error.
 func decodeRequest(d *Decoder, ep subjects.Endpoint, body []byte) *schema.Error {
-	var e *schema.Error
+	_, e := decodeBody(d, ep, body)
+	return e
+}
+
+// decodeBody runs the decoder of ep on body and returns the body's
+// idempotency key (for the requests that carry one) and its error; an
+// endpoint with no decoder of its own is decoded strictly, as cluster.go
+// decodes them.
+func decodeBody(d *Decoder, ep subjects.Endpoint, body []byte) (key string, e *schema.Error) {
 	switch ep {
 	case subjects.LeaseGrant:
 		_, e = d.Grant(body)
@@ -49,13 +57,17 @@ func decodeRequest(d *Decoder, ep subjects.Endpoint, body []byte) *schema.Error 
 	case subjects.LeaseList:
 		_, e = d.LeaseList(body)
 	case subjects.KVPut:
-		_, _, e = d.Put(body)
+		_, key, e = d.Put(body)
 	case subjects.KVGet:
 		_, e = d.Get(body)
+	case subjects.KVHistory:
+		_, e = d.History(body)
+	case subjects.KVCompact:
+		_, e = d.Compact(body)
 	case subjects.KVDelete:
-		_, _, e = d.Delete(body)
+		_, key, e = d.Delete(body)
 	case subjects.KVTxn:
-		_, _, e = d.Txn(body)
+		_, key, e = d.Txn(body)
 	case subjects.KVChanges:
 		_, e = d.Changes(body)
 	case subjects.ClusterBackupChunk:
@@ -65,10 +77,10 @@ func decodeRequest(d *Decoder, ep subjects.Endpoint, body []byte) *schema.Error 
 	case subjects.ClusterRemove:
 		_, e = d.Remove(body)
 	default:
-		var req schema.ClusterJoinRequest // Strict alone, as cluster.go uses it
+		var req schema.ClusterJoinRequest
 		e = Strict(body, &req)
 	}
-	return e
+	return key, e
 }
 
 // goVocabulary matches what a description must not say: Go's type names

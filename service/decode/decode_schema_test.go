@@ -30,38 +30,7 @@ type verdictExample struct {
 // body's idempotency key. It returns nil when the request would be
 // proposed (or read).
 func acceptedBeforeRaft(d *Decoder, ep subjects.Endpoint, body []byte) *schema.Error {
-	var key string
-	var e *schema.Error
-	switch ep {
-	case subjects.LeaseGrant:
-		_, e = d.Grant(body)
-	case subjects.LeaseKeepAlive:
-		_, e = d.KeepAlive(body)
-	case subjects.LeaseKeepAliveMany:
-		_, e = d.KeepAliveMany(body)
-	case subjects.LeaseRevoke:
-		_, e = d.Revoke(body)
-	case subjects.LeaseInfo:
-		_, e = d.LeaseInfo(body)
-	case subjects.LeaseList:
-		_, e = d.LeaseList(body)
-	case subjects.KVPut:
-		_, key, e = d.Put(body)
-	case subjects.KVGet:
-		_, e = d.Get(body)
-	case subjects.KVHistory:
-		_, e = d.History(body)
-	case subjects.KVCompact:
-		_, e = d.Compact(body)
-	case subjects.KVDelete:
-		_, key, e = d.Delete(body)
-	case subjects.KVTxn:
-		_, key, e = d.Txn(body)
-	case subjects.KVChanges:
-		_, e = d.Changes(body)
-	default:
-		panic("no decoder for " + string(ep))
-	}
+	key, e := decodeBody(d, ep, body)
 	if e != nil {
 		return e
 	}
