@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"github.com/concord-io/concord/service/internal/testca"
+	"github.com/concord-io/concord/internal/testca"
 	"github.com/concord-io/concord/service/loglimit"
 )
 

@@ -2,18 +2,10 @@ package tests
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +21,7 @@ import (
 	"github.com/nats-io/nuid"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/concord-io/concord/internal/testca"
 	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/tests/freeport"
 )
@@ -39,85 +32,27 @@ import (
 // TLS, and the start-up errors of all of these. Every certificate and key
 // is made here, for the test, and lives in its temporary directory.
 
-// testPKI is a throw-away certificate authority.
+// testPKI is a throw-away certificate authority whose certificates go to
+// one directory.
 type testPKI struct {
+	ca     *testca.CA
 	dir    string
-	cert   *x509.Certificate
-	key    *ecdsa.PrivateKey
 	caFile string
 }
 
 // newPKI makes a CA named name and writes its certificate to dir.
 func newPKI(t *testing.T, dir, name string) *testPKI {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: name + " test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &testPKI{dir: dir, cert: cert, key: key, caFile: filepath.Join(dir, name+"-ca.pem")}
-	writeTestPEM(t, p.caFile, "CERTIFICATE", der)
-	return p
+	ca := testca.New(t, dir, name)
+	return &testPKI{ca: ca, dir: dir, caFile: ca.File()}
 }
 
 // issue signs a certificate for 127.0.0.1 and localhost, good for server
 // and client authentication, and returns its certificate and key files.
 func (p *testPKI) issue(t *testing.T, name string) (certFile, keyFile string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		DNSNames:     []string{"localhost"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.cert, &key.PublicKey, p.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(p.dir, name+".pem"), filepath.Join(p.dir, name+"-key.pem")
-	writeTestPEM(t, certFile, "CERTIFICATE", der)
-	writeTestPEM(t, keyFile, "PRIVATE KEY", keyDER)
-	return certFile, keyFile
-}
-
-// writeTestPEM writes one PEM block to path, readable by the owner only.
-func writeTestPEM(t *testing.T, path, typ string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	f := p.ca.Issue(t, p.dir, name)
+	return f.CertFile, f.KeyFile
 }
 
 // startSecuredNode starts `concord serve args` as node name, with its log

@@ -121,10 +121,10 @@ func (f *Fence) Watch(ctx context.Context, p *Prober, dataDir string, every time
 // answer takes one answer to a probe.
 func (w *busWatch) answer(m *nats.Msg) {
 	ours := w.ours.Load()
-	if ours == nil || IsNoResponders(m) {
+	if ours == nil || isNoResponders(m) {
 		return
 	}
-	info, err := ParseNodeInfo(m)
+	info, err := parseNodeInfo(m)
 	if err != nil {
 		return
 	}

@@ -85,14 +85,14 @@ func (g Guard) checkBusEmpty(ctx context.Context, deadline time.Time, settle tim
 			return fmt.Errorf("%w: could not confirm within --bootstrap-wait %s that no other Concord cluster serves %q on this NATS bus (%s); unsure means refuse. Start this node with --join to add it to a running cluster, or raise --bootstrap-wait on a busy bus",
 				ErrBootstrapRefused, g.Wait, g.Names.Prefix(), unsure)
 		}
-		r, err := g.Prober.Probe(min(ProbeTimeout, left))
+		r, err := g.Prober.Probe(min(probeTimeout, left))
 		if e := g.refuseBootstrap(r); e != nil {
 			return e
 		}
 		switch {
 		case err != nil:
 			unsure, first = err.Error(), time.Time{}
-		case r.NoResponders || len(r.Infos) > 0:
+		case r.noResponders || len(r.infos) > 0:
 			now := time.Now()
 			if first.IsZero() {
 				first = now
@@ -101,7 +101,7 @@ func (g Guard) checkBusEmpty(ctx context.Context, deadline time.Time, settle tim
 				return nil
 			}
 		default:
-			unsure, first = fmt.Sprintf("%s got neither an answer nor \"no responders\" within %s", g.Names.Nodes(), min(ProbeTimeout, left).Round(time.Millisecond)), time.Time{}
+			unsure, first = fmt.Sprintf("%s got neither an answer nor \"no responders\" within %s", g.Names.Nodes(), min(probeTimeout, left).Round(time.Millisecond)), time.Time{}
 		}
 		select {
 		case <-ctx.Done():
@@ -130,12 +130,12 @@ func (g Guard) CheckAlone(settle time.Duration) error {
 
 // refuseBootstrap returns why what a probe heard forbids a bootstrap: a
 // node of a cluster, or another node starting without one.
-func (g Guard) refuseBootstrap(r ProbeResult) error {
-	if info, ok := r.Foreign(""); ok {
+func (g Guard) refuseBootstrap(r probeResult) error {
+	if info, ok := r.foreign(""); ok {
 		return fmt.Errorf("%w: a Concord cluster (id %q, node %s answering) already serves this NATS bus under %q; start this node with --join to add it to that cluster",
 			ErrForeignCluster, info.ClusterID, info.ID, g.Names.Prefix())
 	}
-	for _, info := range r.Infos {
+	for _, info := range r.infos {
 		if info.State == schema.NodeStateStarting {
 			return fmt.Errorf("%w: node %s is starting on this NATS bus under %q at the same time, without a cluster; only one node may --bootstrap a cluster: start the others with --join",
 				ErrBootstrapRefused, info.ID, g.Names.Prefix())
@@ -175,12 +175,12 @@ func (g Guard) waitLinks(ctx context.Context, deadline time.Time) (int, error) {
 // creates no cluster, so a bus that does not answer in time is no reason to
 // refuse; the bus watch (Fence.Watch) keeps looking afterwards.
 func (g Guard) CheckRestart(ours string) error {
-	r, err := g.Prober.Probe(ProbeTimeout)
+	r, err := g.Prober.Probe(probeTimeout)
 	if err != nil {
 		g.Log.Warn("could not ask the bus which clusters serve it", "err", err)
 		return nil
 	}
-	if info, ok := r.Foreign(ours); ok {
+	if info, ok := r.foreign(ours); ok {
 		return fmt.Errorf("%w: this node belongs to cluster %q, but cluster %q (node %s answering) serves this NATS bus under %q; give the node an empty data directory to join that cluster",
 			ErrForeignCluster, ours, info.ClusterID, info.ID, g.Names.Prefix())
 	}

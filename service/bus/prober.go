@@ -15,8 +15,8 @@ import (
 	"github.com/concord-io/concord/subjects"
 )
 
-// ProbeTimeout bounds one P.cluster.nodes probe with no answer at all.
-const ProbeTimeout = 2 * time.Second
+// probeTimeout bounds one P.cluster.nodes probe with no answer at all.
+const probeTimeout = 2 * time.Second
 
 // probeGather is how long a probe keeps collecting answers after the last
 // one: every node answers P.cluster.nodes.
@@ -52,18 +52,18 @@ func (p *Prober) askAll(inbox string) error {
 	return nil
 }
 
-// ProbeResult is what one P.cluster.nodes probe heard.
-type ProbeResult struct {
-	// NoResponders: the server knows of no subscriber anywhere on the bus.
-	NoResponders bool
-	Infos        []schema.NodeInfo
+// probeResult is what one P.cluster.nodes probe heard.
+type probeResult struct {
+	// noResponders: the server knows of no subscriber anywhere on the bus.
+	noResponders bool
+	infos        []schema.NodeInfo
 }
 
-// Foreign returns the first answer from a node of another cluster than
+// foreign returns the first answer from a node of another cluster than
 // ours ("" for a node that has none yet); nodes without a cluster are not
 // foreign.
-func (r ProbeResult) Foreign(ours string) (schema.NodeInfo, bool) {
-	for _, info := range r.Infos {
+func (r probeResult) foreign(ours string) (schema.NodeInfo, bool) {
+	for _, info := range r.infos {
 		if info.ClusterID != "" && info.ClusterID != ours {
 			return info, true
 		}
@@ -75,19 +75,19 @@ func (r ProbeResult) Foreign(ours string) (schema.NodeInfo, bool) {
 // probeGather passes without a new one, or timeout with none. The request
 // goes out with a reply subject under the prober's prefix, which this node's own
 // node-info subscription does not answer, so only other nodes are heard.
-func (p *Prober) Probe(timeout time.Duration) (ProbeResult, error) {
+func (p *Prober) Probe(timeout time.Duration) (probeResult, error) {
 	return p.collect(timeout, 0)
 }
 
 // Listen asks P.cluster.nodes every `every` for span and collects
 // every answer that arrives meanwhile, late ones included.
-func (p *Prober) Listen(span, every time.Duration) (ProbeResult, error) {
+func (p *Prober) Listen(span, every time.Duration) (probeResult, error) {
 	return p.collect(span, every)
 }
 
 // collect is Probe (every 0) and Listen.
-func (p *Prober) collect(span, every time.Duration) (ProbeResult, error) {
-	var r ProbeResult
+func (p *Prober) collect(span, every time.Duration) (probeResult, error) {
+	var r probeResult
 	inbox := p.prefix + "." + nuid.Next()
 	sub, err := p.nc.SubscribeSync(inbox)
 	if err != nil {
@@ -104,7 +104,7 @@ func (p *Prober) collect(span, every time.Duration) (ProbeResult, error) {
 		wait := time.Until(deadline)
 		if every > 0 {
 			wait = min(wait, time.Until(next))
-		} else if len(r.Infos) > 0 {
+		} else if len(r.infos) > 0 {
 			wait = min(wait, probeGather)
 		}
 		if wait <= 0 {
@@ -124,8 +124,8 @@ func (p *Prober) collect(span, every time.Duration) (ProbeResult, error) {
 			}
 			continue
 		}
-		if errors.Is(err, nats.ErrNoResponders) || err == nil && IsNoResponders(msg) {
-			r.NoResponders = true
+		if errors.Is(err, nats.ErrNoResponders) || err == nil && isNoResponders(msg) {
+			r.noResponders = true
 			if every == 0 {
 				return r, nil
 			}
@@ -134,18 +134,18 @@ func (p *Prober) collect(span, every time.Duration) (ProbeResult, error) {
 		if err != nil {
 			return r, fmt.Errorf("read answers to %s: %w", p.names.Nodes(), err)
 		}
-		info, err := ParseNodeInfo(msg)
+		info, err := parseNodeInfo(msg)
 		if err != nil {
 			continue // not a node report: says nothing about clusters
 		}
-		r.Infos = append(r.Infos, info)
+		r.infos = append(r.infos, info)
 	}
 }
 
-// OtherLeader asks P.cluster.nodes whether a node other than self leads: true as
+// otherLeader asks P.cluster.nodes whether a node other than self leads: true as
 // soon as one says so; false on "no responders", or when timeout passes
 // without such an answer.
-func (p *Prober) OtherLeader(ctx context.Context, timeout time.Duration, self string) bool {
+func (p *Prober) otherLeader(ctx context.Context, timeout time.Duration, self string) bool {
 	inbox := p.prefix + "." + nuid.Next()
 	sub, err := p.nc.SubscribeSync(inbox)
 	if err != nil {
@@ -165,10 +165,10 @@ func (p *Prober) OtherLeader(ctx context.Context, timeout time.Duration, self st
 		if errors.Is(err, nats.ErrTimeout) {
 			continue
 		}
-		if err != nil || IsNoResponders(msg) {
+		if err != nil || isNoResponders(msg) {
 			return false
 		}
-		info, err := ParseNodeInfo(msg)
+		info, err := parseNodeInfo(msg)
 		if err == nil && info.State == "leader" && info.ID != self {
 			return true
 		}
@@ -184,7 +184,7 @@ func (p *Prober) AskNode(id string, req schema.NodeInfoRequest, timeout time.Dur
 	if err != nil {
 		return nil, fmt.Errorf("ask node %s for its node info: %w", id, err)
 	}
-	info, err := ParseNodeInfo(msg)
+	info, err := parseNodeInfo(msg)
 	if err != nil {
 		return nil, fmt.Errorf("ask node %s for its node info: %w", id, err)
 	}
@@ -194,12 +194,12 @@ func (p *Prober) AskNode(id string, req schema.NodeInfoRequest, timeout time.Dur
 	return &info, nil
 }
 
-// ParseNodeInfo reads one node's answer on a node-info subject: its
+// parseNodeInfo reads one node's answer on a node-info subject: its
 // report, or an error for an error reply or a body that does not decode.
 // Point questions (AskNode) and the bus probes, which collect every
 // node's answer to one P.cluster.nodes request (Probe, Listen), read
 // answers through it.
-func ParseNodeInfo(msg *nats.Msg) (schema.NodeInfo, error) {
+func parseNodeInfo(msg *nats.Msg) (schema.NodeInfo, error) {
 	var info schema.NodeInfo
 	if e := ParseErrorReply(msg); e != nil {
 		return info, fmt.Errorf("%s: %s", e.Name, e.Description)
@@ -222,8 +222,8 @@ func ParseErrorReply(m *nats.Msg) *schema.Error {
 	return er.Error
 }
 
-// IsNoResponders reports the status message a NATS server sends to a
+// isNoResponders reports the status message a NATS server sends to a
 // request's reply subject when nothing on the bus subscribes to its subject.
-func IsNoResponders(m *nats.Msg) bool {
+func isNoResponders(m *nats.Msg) bool {
 	return len(m.Data) == 0 && m.Header.Get("Status") == "503"
 }

@@ -53,11 +53,11 @@ func TestAskNodeInfo(t *testing.T) {
 	}
 }
 
-// ParseNodeInfo is how every node-info answer is read, the bus probes'
+// parseNodeInfo is how every node-info answer is read, the bus probes'
 // included: a report, or an error for an error reply or a bad body.
 func TestDecodeNodeInfo(t *testing.T) {
 	ok := &nats.Msg{Data: []byte(`{"id":"n2","cluster_id":"c1","state":"follower"}`)}
-	if info, err := ParseNodeInfo(ok); err != nil || info.ID != "n2" || info.ClusterID != "c1" {
+	if info, err := parseNodeInfo(ok); err != nil || info.ID != "n2" || info.ClusterID != "c1" {
 		t.Fatalf("a report: %+v, %v", info, err)
 	}
 	errReply := nats.NewMsg("x")
@@ -70,7 +70,7 @@ func TestDecodeNodeInfo(t *testing.T) {
 		"error reply": {errReply, "unavailable: busy"},
 		"bad body":    {&nats.Msg{Data: []byte(`{"id":`)}, "unexpected end of JSON input"},
 	} {
-		if _, err := ParseNodeInfo(c.m); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := parseNodeInfo(c.m); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error saying %q", name, err, c.want)
 		}
 	}

@@ -229,7 +229,7 @@ func (sb *Standby) pollLeader(ctx context.Context) {
 	for {
 		if !sb.serving() && !sb.raftKnowsLeader() {
 			started := time.Now().UnixNano()
-			if sb.o.Prober.OtherLeader(ctx, standbyProbeTimeout, sb.o.NodeID) {
+			if sb.o.Prober.otherLeader(ctx, standbyProbeTimeout, sb.o.NodeID) {
 				sb.leaderHeard.Store(time.Now().UnixNano())
 			}
 			sb.probedAt.Store(started)

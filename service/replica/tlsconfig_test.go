@@ -14,7 +14,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/concord-io/concord/service/internal/testca"
+	"github.com/concord-io/concord/internal/testca"
 )
 
 func TestRaftTLSLoadErrors(t *testing.T) {

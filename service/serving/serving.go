@@ -147,9 +147,6 @@ func New(ctx context.Context, o Options, node Node, sm State) *Server {
 	return s
 }
 
-// Serving reports whether the leader subscription is up.
-func (s *Server) Serving() bool { return s.servingSince.Load() != 0 }
-
 // ServingSince is when the leader subscription came up (unix
 // nanoseconds), 0 while there is none.
 func (s *Server) ServingSince() int64 { return s.servingSince.Load() }

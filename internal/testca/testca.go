@@ -1,5 +1,6 @@
 // Package testca makes throw-away certificate authorities and the
-// certificates they sign, for the TLS tests of the service packages. The
+// certificates they sign, for the TLS tests of the service packages and
+// of the black-box tests. The
 // keys live only in memory and in the test's temporary directory.
 package testca
 
@@ -57,9 +58,12 @@ func New(t testing.TB, dir, name string) *CA {
 	return ca
 }
 
-// Issue signs a certificate for 127.0.0.1 with the given extended key
-// usages (server and client auth when none) and writes it and its key to
-// dir; it returns the files naming them and this CA.
+// File is the PEM file of the CA's certificate.
+func (ca *CA) File() string { return ca.file }
+
+// Issue signs a certificate for 127.0.0.1 and localhost with the given
+// extended key usages (server and client auth when none) and writes it
+// and its key to dir; it returns the files naming them and this CA.
 func (ca *CA) Issue(t testing.TB, dir, name string, usages ...x509.ExtKeyUsage) Files {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -77,6 +81,7 @@ func (ca *CA) Issue(t testing.TB, dir, name string, usages ...x509.ExtKeyUsage) 
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  usages,
 		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		DNSNames:     []string{"localhost"},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
