@@ -97,10 +97,10 @@ func (s *Server) handleBackup(_ context.Context, m *nats.Msg) (any, *schema.Erro
 	case errors.Is(err, errBackupsClosed):
 		return nil, schema.Errorf(schema.ErrUnavailable, "the node is stopping")
 	case err != nil:
-		s.log.Error("take a backup", "err", err)
+		s.cfg.Log.Error("take a backup", "err", err)
 		return nil, schema.Errorf(schema.ErrInternal, "take a backup: %v", err)
 	}
-	s.log.Info("took a backup", "id", b.id, "revision", revision, "applied_index", applied, "bytes", b.size)
+	s.cfg.Log.Info("took a backup", "id", b.id, "revision", revision, "applied_index", applied, "bytes", b.size)
 	return &schema.ClusterBackupReply{
 		ID: b.id, Size: b.size, SHA256: b.sha256,
 		Revision: revision, AppliedIndex: applied,
@@ -111,7 +111,7 @@ func (s *Server) handleBackup(_ context.Context, m *nats.Msg) (any, *schema.Erro
 }
 
 func (s *Server) handleBackupChunk(_ context.Context, m *nats.Msg) (any, *schema.Error) {
-	req, e := s.dec.BackupChunk(m.Data)
+	req, e := s.cfg.Decoder.BackupChunk(m.Data)
 	if e != nil {
 		return nil, e
 	}
@@ -134,8 +134,8 @@ func (s *Server) respondRaw(m *nats.Msg, header nats.Header, body []byte) {
 	if m.Reply == "" {
 		return
 	}
-	if err := s.nc.PublishMsg(&nats.Msg{Subject: m.Reply, Header: header, Data: body}); err != nil {
-		s.log.Debug("send reply", "subject", m.Subject, "err", err)
+	if err := s.cfg.Conn.PublishMsg(&nats.Msg{Subject: m.Reply, Header: header, Data: body}); err != nil {
+		s.cfg.Log.Debug("send reply", "subject", m.Subject, "err", err)
 	}
 	m.Reply = ""
 }
@@ -144,7 +144,7 @@ func (s *Server) respondRaw(m *nats.Msg, header nats.Header, body []byte) {
 // connection.
 func (s *Server) backupChunkMax() int {
 	n := BackupMaxChunk
-	if room := int(s.maxPayload) - backupChunkHeadroom; room < n {
+	if room := int(s.cfg.MaxPayload) - backupChunkHeadroom; room < n {
 		n = room
 	}
 	return max(n, 1024)
@@ -154,7 +154,7 @@ func (s *Server) backupChunkMax() int {
 // with its files, when the service stops.
 func (s *Server) backups() *backupStore {
 	s.backupOnce.Do(func() {
-		s.backupStore = newBackupStore(filepath.Join(s.cfg.DataDir, backupDirName), s.log)
+		s.backupStore = newBackupStore(filepath.Join(s.cfg.DataDir, backupDirName), s.cfg.Log)
 		bs := s.backupStore
 		context.AfterFunc(s.ctx, bs.close)
 	})

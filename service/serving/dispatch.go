@@ -39,7 +39,7 @@ func (s *Server) Subscribe() error {
 		return fmt.Errorf("register the nats micro service: %w", err)
 	}
 	// Make sure the server has the interest before we call ourselves ready.
-	if err := s.nc.Flush(); err != nil {
+	if err := s.cfg.Conn.Flush(); err != nil {
 		return err
 	}
 	// From now on a request reaches this subscription, so the node's
@@ -64,7 +64,7 @@ func (s *Server) Unsubscribe() {
 	}
 	s.servingSince.Store(0)
 	if err := s.microSvc.Stop(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-		s.log.Warn("stop the nats micro service", "err", err)
+		s.cfg.Log.Warn("stop the nats micro service", "err", err)
 	}
 	s.microSvc = nil
 }
@@ -127,7 +127,7 @@ func (s *Server) fenceError(ep subjects.Endpoint) *schema.Error {
 func (s *Server) serve(m *nats.Msg, h HandlerFunc) (reply any, e *schema.Error) {
 	defer func() {
 		if r := recover(); r != nil {
-			s.log.Error("handler panic", "subject", m.Subject, "panic", r, "stack", string(debug.Stack()))
+			s.cfg.Log.Error("handler panic", "subject", m.Subject, "panic", r, "stack", string(debug.Stack()))
 			reply, e = nil, schema.Errorf(schema.ErrInternal, "the request could not be handled")
 		}
 	}()

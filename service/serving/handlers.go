@@ -21,19 +21,19 @@ import (
 // so that Apply never waits for it.
 func (s *Server) handlers() map[subjects.Endpoint]HandlerFunc {
 	return map[subjects.Endpoint]HandlerFunc{
-		subjects.LeaseGrant:         proposes(s, noBodyKey(s.dec.Grant)),
-		subjects.LeaseKeepAlive:     proposes(s, noBodyKey(s.dec.KeepAlive)),
-		subjects.LeaseKeepAliveMany: proposes(s, noBodyKey(s.dec.KeepAliveMany)),
+		subjects.LeaseGrant:         proposes(s, noBodyKey(s.cfg.Decoder.Grant)),
+		subjects.LeaseKeepAlive:     proposes(s, noBodyKey(s.cfg.Decoder.KeepAlive)),
+		subjects.LeaseKeepAliveMany: proposes(s, noBodyKey(s.cfg.Decoder.KeepAliveMany)),
 		subjects.KVChanges:          s.handleChanges,
-		subjects.LeaseRevoke:        proposes(s, noBodyKey(s.dec.Revoke)),
+		subjects.LeaseRevoke:        proposes(s, noBodyKey(s.cfg.Decoder.Revoke)),
 		subjects.LeaseInfo:          s.handleInfo,
 		subjects.LeaseList:          s.handleList,
-		subjects.KVPut:              proposes(s, s.dec.Put),
+		subjects.KVPut:              proposes(s, s.cfg.Decoder.Put),
 		subjects.KVGet:              s.handleGet,
-		subjects.KVDelete:           proposes(s, s.dec.Delete),
-		subjects.KVTxn:              proposes(s, s.dec.Txn),
+		subjects.KVDelete:           proposes(s, s.cfg.Decoder.Delete),
+		subjects.KVTxn:              proposes(s, s.cfg.Decoder.Txn),
 		subjects.KVHistory:          s.handleHistory,
-		subjects.KVCompact:          proposes(s, noBodyKey(s.dec.Compact)),
+		subjects.KVCompact:          proposes(s, noBodyKey(s.cfg.Decoder.Compact)),
 
 		subjects.ClusterJoin:     s.cfg.Cluster.Join,
 		subjects.ClusterRemove:   s.cfg.Cluster.Remove,
@@ -82,14 +82,14 @@ func noBodyKey[C any](decodeBody func([]byte) (C, *schema.Error)) func([]byte) (
 }
 
 func (s *Server) handleChanges(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
-	q, e := s.dec.Changes(m.Data)
+	q, e := s.cfg.Decoder.Changes(m.Data)
 	if e != nil {
 		return nil, e
 	}
 	if _, e := s.reads.now(ctx, false); e != nil {
 		return nil, e
 	}
-	q.MaxBytes = s.dec.ReplyBytes()
+	q.MaxBytes = s.cfg.Decoder.ReplyBytes()
 	reply, err := s.sm.View().Changes(q)
 	if err != nil {
 		return nil, errorFor(err)
@@ -98,7 +98,7 @@ func (s *Server) handleChanges(ctx context.Context, m *nats.Msg) (any, *schema.E
 }
 
 func (s *Server) handleInfo(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
-	req, e := s.dec.LeaseInfo(m.Data)
+	req, e := s.cfg.Decoder.LeaseInfo(m.Data)
 	if e != nil {
 		return nil, e
 	}
@@ -122,7 +122,7 @@ func (s *Server) handleInfo(ctx context.Context, m *nats.Msg) (any, *schema.Erro
 }
 
 func (s *Server) handleList(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
-	req, e := s.dec.LeaseList(m.Data)
+	req, e := s.cfg.Decoder.LeaseList(m.Data)
 	if e != nil {
 		return nil, e
 	}
@@ -135,7 +135,7 @@ func (s *Server) handleList(ctx context.Context, m *nats.Msg) (any, *schema.Erro
 }
 
 func (s *Server) handleGet(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
-	req, e := s.dec.Get(m.Data)
+	req, e := s.cfg.Decoder.Get(m.Data)
 	if e != nil {
 		return nil, e
 	}
@@ -143,7 +143,7 @@ func (s *Server) handleGet(ctx context.Context, m *nats.Msg) (any, *schema.Error
 	if e != nil {
 		return nil, e
 	}
-	req.Query.MaxBytes = s.dec.ReplyBytes()
+	req.Query.MaxBytes = s.cfg.Decoder.ReplyBytes()
 	var reply *schema.KVGetReply
 	var err error
 	if !req.Query.IsPrefix && !req.Query.IsRange {
@@ -206,14 +206,14 @@ func (r *pooledGetReply) release() {
 }
 
 func (s *Server) handleHistory(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
-	req, e := s.dec.History(m.Data)
+	req, e := s.cfg.Decoder.History(m.Data)
 	if e != nil {
 		return nil, e
 	}
 	if _, e := s.reads.now(ctx, req.Serializable); e != nil {
 		return nil, e
 	}
-	req.Query.MaxBytes = s.dec.ReplyBytes()
+	req.Query.MaxBytes = s.cfg.Decoder.ReplyBytes()
 	reply, err := s.sm.View().History(req.Query)
 	if err != nil {
 		return nil, errorFor(err)

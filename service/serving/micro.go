@@ -99,19 +99,19 @@ func endpointMetadata(ep subjects.Endpoint) map[string]string {
 func (s *Server) addMicroService(handlers map[subjects.Endpoint]HandlerFunc) (micro.Service, error) {
 	version, ok := microVersion(s.cfg.Version)
 	if !ok {
-		s.log.Warn("the version is not a semantic version; nats micro shows "+fallbackMicroVersion, "version", s.cfg.Version)
+		s.cfg.Log.Warn("the version is not a semantic version; nats micro shows "+fallbackMicroVersion, "version", s.cfg.Version)
 	}
 	bySubject := make(map[string]subjects.Endpoint, len(handlers))
 	for ep := range handlers {
-		bySubject[s.names.Request(ep)] = ep
+		bySubject[s.cfg.Names.Request(ep)] = ep
 	}
-	svc, err := micro.AddService(s.nc, micro.Config{
-		Name:        microServiceName(s.names.Prefix()),
+	svc, err := micro.AddService(s.cfg.Conn, micro.Config{
+		Name:        microServiceName(s.cfg.Names.Prefix()),
 		Version:     version,
 		Description: microDescription,
 		Metadata: map[string]string{
 			microMetaNodeID:        s.cfg.NodeID,
-			microMetaSubjectPrefix: s.names.Prefix(),
+			microMetaSubjectPrefix: s.cfg.Names.Prefix(),
 		},
 		// The same queue group as ever, so that during a hand-over (or a
 		// rolling upgrade) the old and the new leader share each request
@@ -128,7 +128,7 @@ func (s *Server) addMicroService(handlers map[subjects.Endpoint]HandlerFunc) (mi
 		// never gets here: the service is then not discoverable, but the
 		// endpoints still serve.)
 		ErrorHandler: func(_ micro.Service, err *micro.NATSError) {
-			s.log.Warn("nats micro service", "subject", err.Subject, "err", err.Description)
+			s.cfg.Log.Warn("nats micro service", "subject", err.Subject, "err", err.Description)
 		},
 	})
 	if err != nil {
@@ -139,7 +139,7 @@ func (s *Server) addMicroService(handlers map[subjects.Endpoint]HandlerFunc) (mi
 		handler := micro.HandlerFunc(func(r micro.Request) {
 			// Rebuild the *nats.Msg our handlers take from micro's view of
 			// it: the body and headers are shared, not copied. Replies go
-			// out with s.nc.Publish(m.Reply), so the missing Sub is unused.
+			// out with s.cfg.Conn.Publish(m.Reply), so the missing Sub is unused.
 			m := &nats.Msg{Subject: r.Subject(), Reply: r.Reply(), Header: nats.Header(r.Headers()), Data: r.Data()}
 			if !s.ReplyAllowed(m) {
 				return
@@ -147,7 +147,7 @@ func (s *Server) addMicroService(handlers map[subjects.Endpoint]HandlerFunc) (mi
 			s.dispatch(ep, m, h)
 		})
 		err := svc.AddEndpoint(ep.Name(), handler,
-			micro.WithEndpointSubject(s.names.Request(ep)),
+			micro.WithEndpointSubject(s.cfg.Names.Request(ep)),
 			micro.WithEndpointMetadata(endpointMetadata(ep)))
 		if err != nil {
 			return svc, err

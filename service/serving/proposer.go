@@ -321,7 +321,7 @@ func (s *Server) proposeUntil(body any, idempotencyKey string, deadline time.Tim
 	s.cfg.ApplyDuration.Observe(time.Since(start).Seconds())
 	if res.Err != nil {
 		if errors.Is(res.Err, fsm.ErrBadCommand) {
-			s.log.Error("state machine rejected a command", "err", res.Err)
+			s.cfg.Log.Error("state machine rejected a command", "err", res.Err)
 		}
 		return nil, errorFor(res.Err)
 	}

@@ -74,11 +74,11 @@ func (s *Server) Respond(m *nats.Msg, reply any, e *schema.Error) *schema.Error 
 // publishReply sends an encoded reply, or returns the error to send
 // instead when it is too large for NATS.
 func (s *Server) publishReply(m *nats.Msg, data []byte) *schema.Error {
-	if int64(len(data)) > s.maxPayload {
-		return schema.Errorf(schema.ErrTooLarge, "the request was served, but its reply of %d bytes exceeds the NATS max payload of %d bytes", len(data), s.maxPayload)
+	if int64(len(data)) > s.cfg.MaxPayload {
+		return schema.Errorf(schema.ErrTooLarge, "the request was served, but its reply of %d bytes exceeds the NATS max payload of %d bytes", len(data), s.cfg.MaxPayload)
 	}
-	if err := s.nc.Publish(m.Reply, data); err != nil {
-		s.log.Debug("send reply", "subject", m.Subject, "err", err)
+	if err := s.cfg.Conn.Publish(m.Reply, data); err != nil {
+		s.cfg.Log.Debug("send reply", "subject", m.Subject, "err", err)
 	}
 	return nil
 }
@@ -94,8 +94,8 @@ func (s *Server) respondError(m *nats.Msg, e *schema.Error) *schema.Error {
 		},
 		Data: data,
 	}
-	if err := s.nc.PublishMsg(msg); err != nil {
-		s.log.Debug("send error reply", "subject", m.Subject, "err", err)
+	if err := s.cfg.Conn.PublishMsg(msg); err != nil {
+		s.cfg.Log.Debug("send error reply", "subject", m.Subject, "err", err)
 	}
 	return e
 }

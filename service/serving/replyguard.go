@@ -75,13 +75,13 @@ func (s *Server) ReplyAllowed(m *nats.Msg) bool {
 	if s.cfg.TestAllowAnyReply {
 		return true
 	}
-	reason := checkReply(s.names.Prefix(), m.Reply)
+	reason := checkReply(s.cfg.Names.Prefix(), m.Reply)
 	if reason == "" {
 		return true
 	}
 	s.cfg.RefusedReplies.WithLabelValues(reason).Inc()
 	if s.replyLog.Allow() {
-		s.log.Warn("refused a request whose reply subject is not one a reply may go to; it was not executed and not answered",
+		s.cfg.Log.Warn("refused a request whose reply subject is not one a reply may go to; it was not executed and not answered",
 			"subject", m.Subject, "reply", m.Reply, "reason", reason)
 	}
 	return false

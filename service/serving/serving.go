@@ -104,15 +104,10 @@ type Options struct {
 // service, the worker pool, the endpoint table, the proposer, the read
 // barrier, replies and the reply guard, request counts and backups.
 type Server struct {
-	cfg        Options
-	node       Node
-	sm         State
-	log        *slog.Logger
-	names      subjects.Names
-	nc         *nats.Conn
-	maxPayload int64
-	dec        decode.Decoder
-	ctx        context.Context
+	cfg  Options
+	node Node
+	sm   State
+	ctx  context.Context
 
 	reads    *readBarrier
 	proposer *proposer
@@ -136,7 +131,7 @@ type Server struct {
 // Subscribe. Its workers and backups end with ctx.
 func New(ctx context.Context, o Options, node Node, sm State) *Server {
 	s := &Server{
-		cfg: o, node: node, sm: sm, log: o.Log, names: o.Names, nc: o.Conn, maxPayload: o.MaxPayload, dec: o.Decoder, ctx: ctx,
+		cfg: o, node: node, sm: sm, ctx: ctx,
 		reqStats: newRequestStats(subjects.Endpoints),
 		replyLog: loglimit.Every{Interval: replyLogEvery},
 	}
