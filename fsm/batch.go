@@ -9,7 +9,7 @@ import (
 // formatBatch is the first byte of an entry that carries many commands: the
 // format byte, the number of commands (uvarint, at least one), then each
 // command as a length-prefixed single-command entry, byte for byte what
-// EncodeKeyed writes (format 1 or 2, never another batch). Single-command
+// EncodeFor writes (format 1, 2 or 4, never another batch). Single-command
 // entries keep formats 1 and 2, so every log written before batches existed
 // replays unchanged.
 const formatBatch = 3
@@ -19,7 +19,7 @@ const formatBatch = 3
 // a batch: a leader may write batches only while every member reads
 // LogFormatBatch or newer. Likewise for the commands of LogFormatHistory
 // (RequiredLogFormat says which a command needs).
-const LogFormat = LogFormatTxnCause
+const LogFormat = LogFormatTenant
 
 // LogFormatBatch is the first LogFormat that reads batch entries.
 const LogFormatBatch = formatBatch
@@ -32,6 +32,10 @@ const LogFormatHistory = 4
 // LogFormatTxnCause is the first LogFormat that reads a transaction's
 // deletes marked as such (Delete.ByTxn), whose tombstones say "txn".
 const LogFormatTxnCause = 5
+
+// LogFormatTenant is the first LogFormat that reads commands of a tenant
+// other than the default one (entry format 4).
+const LogFormatTenant = 6
 
 // RequiredLogFormat returns the oldest LogFormat that applies body as this
 // release does: LogFormatTxnCause for a transaction whose deletes are
@@ -87,7 +91,7 @@ func EncodeBatch(entries [][]byte) ([]byte, error) {
 	}
 	size := 1 + 3
 	for i, e := range entries {
-		if len(e) < headerLen || (e[0] != formatPlain && e[0] != formatKeyed) {
+		if len(e) < headerLen || !isSingle(e[0]) {
 			return nil, fmt.Errorf("encode batch: %w: command %d is not a single-command entry", ErrBadCommand, i)
 		}
 		size += len(e) + 5
@@ -178,12 +182,12 @@ func (s *State) ApplyEntry(data []byte) []Result {
 }
 
 // sameKeepAlive reports whether b is a keep-alive that a keep-alive a
-// applied just before it would make redundant: the same lease and ttl, and
-// no idempotency key (a keyed command is remembered in the cache, which
-// must see each).
+// applied just before it would make redundant: the same tenant, lease and
+// ttl, and no idempotency key (a keyed command is remembered in the cache,
+// which must see each).
 func sameKeepAlive(a, b Command) bool {
 	ka, ok := a.Body.(*KeepAlive)
-	if !ok || a.IdempotencyKey != "" || b.IdempotencyKey != "" {
+	if !ok || a.IdempotencyKey != "" || b.IdempotencyKey != "" || a.Tenant != b.Tenant {
 		return false
 	}
 	kb, ok := b.Body.(*KeepAlive)

@@ -125,18 +125,26 @@ func BenchmarkRevoke10kKeys(b *testing.B) {
 // once in a tree, so they are shared.
 func deepCopy(s *State) *State {
 	c := New()
-	s.kv.Ascend(func(r *record) bool { c.kv.ReplaceOrInsert(r); return true })
-	s.leases.Ascend(func(l *lease) bool { c.leases.ReplaceOrInsert(l); return true })
-	s.attached.Ascend(func(a attachment) bool { c.attached.ReplaceOrInsert(a); return true })
-	s.expiry.Ascend(func(e deadlineEntry) bool { c.expiry.ReplaceOrInsert(e); return true })
-	s.idemBySeq.Ascend(func(e *idemEntry) bool {
-		c.idemBySeq.ReplaceOrInsert(e)
-		c.idemByKey.ReplaceOrInsert(e)
-		return true
+	c.revision, c.now, c.limits, c.leaseTotal = s.revision, s.now, s.limits, s.leaseTotal
+	s.each(func(sp *space) {
+		cs := newSpace(sp.name)
+		sp.kv.Ascend(func(r *record) bool { cs.kv.ReplaceOrInsert(r); return true })
+		sp.leases.Ascend(func(l *lease) bool { cs.leases.ReplaceOrInsert(l); return true })
+		sp.attached.Ascend(func(a attachment) bool { cs.attached.ReplaceOrInsert(a); return true })
+		sp.expiry.Ascend(func(e deadlineEntry) bool { cs.expiry.ReplaceOrInsert(e); return true })
+		sp.idemBySeq.Ascend(func(e *idemEntry) bool {
+			cs.idemBySeq.ReplaceOrInsert(e)
+			cs.idemByKey.ReplaceOrInsert(e)
+			return true
+		})
+		cs.nextLeaseID, cs.anonymous, cs.idemSeq = sp.nextLeaseID, sp.anonymous, sp.idemSeq
+		cs.hist = sp.hist.clone()
+		if sp.name == DefaultTenant {
+			c.spaces[DefaultTenant], c.space = cs, cs
+		} else {
+			c.addSpace(cs)
+		}
 	})
-	c.revision, c.nextLeaseID, c.now, c.limits, c.anonymous = s.revision, s.nextLeaseID, s.now, s.limits, s.anonymous
-	c.idemSeq = s.idemSeq
-	c.hist = s.hist.clone()
 	return c
 }
 

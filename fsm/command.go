@@ -17,6 +17,10 @@ import (
 const (
 	formatPlain = 1
 	formatKeyed = 2
+	// formatTenant carries the tenant, then the idempotency key (empty
+	// when there is none), after the header: a command of the default
+	// tenant keeps format 1 or 2, so its entry is what it always was.
+	formatTenant = 4
 )
 
 // headerLen is format byte + op byte + 8-byte lease-clock stamp.
@@ -119,6 +123,9 @@ type Command struct {
 	// IdempotencyKey, when set, makes a retry of the same command return
 	// the first reply instead of applying twice.
 	IdempotencyKey string
+	// Tenant is the tenant whose space the command applies in;
+	// DefaultTenant for Concord's own account.
+	Tenant string
 	// Body is one of *Grant, *KeepAlive, *KeepAliveMany, *Revoke, *Put,
 	// *Delete, *Expire, *Limits, *Txn: the body types of the table ops.
 	Body any
@@ -129,15 +136,30 @@ func Encode(now int64, body any) ([]byte, error) {
 	return EncodeKeyed(now, "", body)
 }
 
-// EncodeKeyed serialises a command for the Raft log: a header (format, op,
-// lease-clock stamp), the idempotency key if there is one, and a binary
-// body.
+// EncodeKeyed serialises a command of the default tenant for the Raft
+// log: a header (format, op, lease-clock stamp), the idempotency key if
+// there is one, and a binary body.
 func EncodeKeyed(now int64, idempotencyKey string, body any) ([]byte, error) {
+	return EncodeFor(now, DefaultTenant, idempotencyKey, body)
+}
+
+// EncodeFor serialises a command of tenant. A command of another tenant
+// than the default needs every member to read LogFormatTenant.
+func EncodeFor(now int64, tenant, idempotencyKey string, body any) ([]byte, error) {
 	w := encoder{buf: make([]byte, headerLen, headerLen+64)}
-	w.buf[0] = formatPlain
-	if idempotencyKey != "" {
+	switch {
+	case tenant != DefaultTenant:
+		if err := ValidateTenant(tenant); err != nil {
+			return nil, fmt.Errorf("encode command: %w", err)
+		}
+		w.buf[0] = formatTenant
+		w.bytes([]byte(tenant))
+		w.bytes([]byte(idempotencyKey))
+	case idempotencyKey != "":
 		w.buf[0] = formatKeyed
 		w.bytes([]byte(idempotencyKey))
+	default:
+		w.buf[0] = formatPlain
 	}
 	op, err := w.body(body)
 	if err != nil {
@@ -217,15 +239,28 @@ func Decode(data []byte) (Command, error) {
 	if data[0] == formatBatch {
 		return Command{}, fmt.Errorf("%w: a batch entry is not a single command (ApplyEntry applies it)", ErrBadCommand)
 	}
-	if data[0] != formatPlain && data[0] != formatKeyed {
+	if !isSingle(data[0]) {
 		return Command{}, fmt.Errorf("%w: unknown format %d", ErrBadCommand, data[0])
 	}
 	c := Command{Op: Op(data[1]), Now: int64(binary.BigEndian.Uint64(data[2:]))}
 	r := decoder{buf: data[headerLen:]}
-	if data[0] == formatKeyed {
+	switch data[0] {
+	case formatKeyed:
 		c.IdempotencyKey = string(r.bytes())
 		if c.IdempotencyKey == "" && r.err == nil {
 			r.err = errors.New("empty idempotency key")
+		}
+	case formatTenant:
+		c.Tenant = string(r.bytes())
+		c.IdempotencyKey = string(r.bytes())
+		if r.err == nil && c.Tenant == DefaultTenant {
+			// The default tenant has one encoding, formats 1 and 2.
+			r.err = errors.New("tenant entry for the default tenant")
+		}
+		if r.err == nil {
+			if err := ValidateTenant(c.Tenant); err != nil {
+				r.err = err
+			}
 		}
 	}
 	spec := c.Op.spec()
@@ -240,6 +275,11 @@ func Decode(data []byte) (Command, error) {
 		return Command{}, fmt.Errorf("%w: %s body: %d trailing bytes", ErrBadCommand, c.Op, len(r.buf))
 	}
 	return c, nil
+}
+
+// isSingle reports whether format is that of a single-command entry.
+func isSingle(format byte) bool {
+	return format == formatPlain || format == formatKeyed || format == formatTenant
 }
 
 func (d decoder) put() (*Put, decoder) {

@@ -16,23 +16,28 @@ import (
 // including what the snapshot does not carry (attachments, key counts, the
 // deadline index, the anonymous-lease count), so a restored state can be
 // compared with the original beyond its snapshot bytes.
-func stateDigest(s *State) string {
+func stateDigest(all *State) string {
 	var b strings.Builder
-	now := s.Now()
-	e, a := s.LeaseCount()
-	nd, ok := s.NextDeadline()
-	fmt.Fprintf(&b, "rev %d now %d limits %+v keys %d leases %d/%d next %d %v\n", s.Revision(), now, s.Limits(), s.KeyCount(), e, a, nd, ok)
-	fmt.Fprintf(&b, "expired %v\n", s.Expired(now+1_000_000, 0))
-	for _, kv := range getAll(s, now) {
-		rem := "-"
-		if kv.RemainingMS != nil {
-			rem = fmt.Sprint(*kv.RemainingMS)
+	nd, ok := all.NextDeadline()
+	e, a := all.LeaseCount()
+	fmt.Fprintf(&b, "rev %d now %d limits %+v keys %d leases %d/%d next %d %v tenants %q\n", all.Revision(), all.Now(), all.Limits(),
+		all.KeyCount(), e, a, nd, ok, all.Tenants())
+	for _, t := range all.Tenants() {
+		s := all.In(t)
+		now := s.Now()
+		fmt.Fprintf(&b, "tenant %q usage %+v\n", t, s.Usage())
+		fmt.Fprintf(&b, "expired %v\n", s.Expired(now+1_000_000, 0))
+		for _, kv := range getAll(s, now) {
+			rem := "-"
+			if kv.RemainingMS != nil {
+				rem = fmt.Sprint(*kv.RemainingMS)
+			}
+			fmt.Fprintf(&b, "kv %s=%s c%d m%d v%d l%d r%s\n", kv.Key, kv.Value, kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease, rem)
 		}
-		fmt.Fprintf(&b, "kv %s=%s c%d m%d v%d l%d r%s\n", kv.Key, kv.Value, kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease, rem)
-	}
-	for _, l := range s.LeaseList(true, 0, math.MaxInt, now).Leases {
-		li, _ := s.LeaseInfo(l.ID, true, now)
-		fmt.Fprintf(&b, "lease %+v keys %v\n", l, li.Keys)
+		for _, l := range s.LeaseList(true, 0, math.MaxInt, now).Leases {
+			li, _ := s.LeaseInfo(l.ID, true, now)
+			fmt.Fprintf(&b, "lease %+v keys %v\n", l, li.Keys)
+		}
 	}
 	return b.String()
 }
@@ -127,7 +132,7 @@ func (c *coverage) check(t *testing.T) {
 func TestDeterminismSameLogSameBytes(t *testing.T) {
 	for _, seed := range []int64{1, 2, 3} {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
-			log, shadow := genLog(seed, 5000)
+			log, shadow := genTenantLog(seed, 5000)
 			a, b := New(), New()
 			cov := newCoverage()
 			for i, e := range log {
@@ -151,6 +156,11 @@ func TestDeterminismSameLogSameBytes(t *testing.T) {
 			if a.KeyCount() == 0 || a.Revision() < 1000 {
 				t.Fatalf("the log left %d keys at revision %d: too little happened", a.KeyCount(), a.Revision())
 			}
+			for _, tenant := range genTenants {
+				if u := a.In(tenant).Usage(); u.Keys == 0 || u.HistoryChanges == 0 {
+					t.Fatalf("tenant %q was left %+v: its commands did too little", tenant, u)
+				}
+			}
 			eq(t, "digest", stateDigest(a), stateDigest(b))
 		})
 	}
@@ -162,7 +172,7 @@ func TestDeterminismSameLogSameBytes(t *testing.T) {
 func TestDeterminismSameLogSameBytesBatched(t *testing.T) {
 	for _, seed := range []int64{1, 2, 3} {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
-			log, shadow := genLog(seed, 5000)
+			log, shadow := genTenantLog(seed, 5000)
 			entries := splitBatches(t, rand.New(rand.NewSource(seed)), log)
 			a, b := New(), New()
 			cov := newCoverage()
@@ -207,7 +217,7 @@ func TestDeterminismSameLogSameBytesBatched(t *testing.T) {
 // the rest of the log to the original and to the restored state keeps them
 // identical, result by result.
 func TestDeterminismSnapshotRestoreContinue(t *testing.T) {
-	log, _ := genLog(42, 6000)
+	log, _ := genTenantLog(42, 6000)
 	orig := New()
 	var copies []*State
 	for i, e := range log {
@@ -244,7 +254,7 @@ func TestDeterminismSnapshotRestoreContinue(t *testing.T) {
 
 // Restoring into a State that already holds data replaces it completely.
 func TestRestoreReplacesExistingState(t *testing.T) {
-	_, src := genLog(7, 1500)
+	_, src := genTenantLog(7, 1500)
 	data := snap(t, src)
 	dst := New()
 	run(t, dst,
@@ -266,7 +276,7 @@ func TestRestoreReplacesExistingState(t *testing.T) {
 // A Snapshot is a point-in-time copy: commands applied after taking it do
 // not show in what it writes, and it can be written more than once.
 func TestSnapshotIsPointInTime(t *testing.T) {
-	log, _ := genLog(11, 3000)
+	log, _ := genTenantLog(11, 3000)
 	s := New()
 	for _, e := range log[:1500] {
 		s.Apply(e)
@@ -305,7 +315,7 @@ func TestSnapshotIsPointInTime(t *testing.T) {
 // Raft's snapshot goroutine): the written bytes are the state at the time
 // the snapshot was taken. Run with -race to check the copy-on-write sharing.
 func TestSnapshotWriteConcurrentWithApply(t *testing.T) {
-	log, _ := genLog(13, 4000)
+	log, _ := genTenantLog(13, 4000)
 	s := New()
 	for _, e := range log[:2000] {
 		s.Apply(e)
@@ -330,13 +340,13 @@ func TestSnapshotWriteConcurrentWithApply(t *testing.T) {
 
 // deepCopy (used by BenchmarkRevoke10kKeys) copies a state exactly.
 func TestDeepCopyForBenchmarks(t *testing.T) {
-	log, src := genLog(17, 2000)
+	log, src := genTenantLog(17, 2000)
 	c := deepCopy(src)
 	eq(t, "digest", stateDigest(c), stateDigest(src))
 	if err := checkInvariants(c); err != nil {
 		t.Fatal(err)
 	}
-	more, _ := genLog(18, 500)
+	more, _ := genTenantLog(18, 500)
 	for _, e := range append(more, log[:100]...) {
 		eq(t, "result", resultJSON(c.Apply(e)), resultJSON(src.Apply(e)))
 	}

@@ -30,15 +30,27 @@ type cmdGen struct {
 	// (a conflict while the entry lives).
 	keyed   []keyedBody
 	nextKey int
+	// tenants are the tenants commands are sent for (genTenants, or the
+	// default one alone); tr picks each command's, apart from r so that
+	// a tenant choice does not shift the rest of the stream.
+	tenants []string
+	tr      *rand.Rand
 }
 
+// genTenants are the tenants commands are sent for: the default one most
+// of the time, and two others whose names sort on either side of nothing
+// in particular, using the same keys and lease ids.
+var genTenants = []string{DefaultTenant, DefaultTenant, DefaultTenant, "acc-A", "ACC_B"}
+
 type keyedBody struct {
-	key  string
-	body any
+	key    string
+	body   any
+	tenant string
 }
 
 func newCmdGen(seed int64) *cmdGen {
-	g := &cmdGen{r: rand.New(rand.NewSource(seed)), now: 1_000_000}
+	g := &cmdGen{r: rand.New(rand.NewSource(seed)), tr: rand.New(rand.NewSource(^seed)), now: 1_000_000,
+		tenants: []string{DefaultTenant}}
 	tokens := []string{"a", "b", "svc", "x-1", "Z"}
 	for _, t1 := range tokens {
 		g.keys = append(g.keys, t1)
@@ -85,7 +97,11 @@ func (g *cmdGen) value() json.RawMessage {
 
 // next returns the next entry, stamped with the generator's clock; about one
 // in twenty is stamped earlier than the clock, as concurrent proposals are.
-func (g *cmdGen) next(s *State) []byte {
+func (g *cmdGen) next(all *State) []byte {
+	// The body is made from what the tenant sees: its lease ids, its
+	// expired leases.
+	tenant := g.tenants[g.tr.Intn(len(g.tenants))]
+	s := all.In(tenant)
 	g.now += int64(g.r.Intn(400))
 	if g.r.Intn(100) == 0 {
 		g.now += 10_000 // a pause: many leases expire at once
@@ -163,6 +179,7 @@ func (g *cmdGen) next(s *State) []byte {
 			l.HistoryRevisions, l.HistoryAgeMS = 1+g.r.Int63n(80), 500+g.r.Int63n(20_000)
 		}
 		body = l
+		tenant = DefaultTenant // the cluster's, set by the operator
 	default:
 		return g.bad(now)
 	}
@@ -176,16 +193,21 @@ func (g *cmdGen) next(s *State) []byte {
 		if g.r.Intn(3) > 0 {
 			body = k.body
 		}
+		// Mostly the tenant that sent it; otherwise another tenant's
+		// request under the same key, which is a key of its own.
+		if g.tr.Intn(4) > 0 {
+			tenant = k.tenant
+		}
 	case x < 26:
 		// A new key (Expire and SetLimits ignore theirs).
 		key = fmt.Sprintf("c%d:req-%d", g.r.Intn(5), g.nextKey)
 		g.nextKey++
-		g.keyed = append(g.keyed, keyedBody{key, body})
+		g.keyed = append(g.keyed, keyedBody{key, body, tenant})
 		if len(g.keyed) > 200 {
 			g.keyed = g.keyed[100:]
 		}
 	}
-	data, err := EncodeKeyed(now, key, body)
+	data, err := EncodeFor(now, tenant, key, body)
 	if err != nil {
 		panic(err)
 	}
@@ -347,7 +369,17 @@ func (g *cmdGen) branch(s *State) []TxnOp {
 // genLog generates n entries against a shadow state, so that the ids it
 // picks are realistic, and returns them with the shadow.
 func genLog(seed int64, n int) ([][]byte, *State) {
+	return genLogOf(newCmdGen(seed), n)
+}
+
+// genTenantLog is genLog with commands of three tenants (genTenants).
+func genTenantLog(seed int64, n int) ([][]byte, *State) {
 	g := newCmdGen(seed)
+	g.tenants = genTenants
+	return genLogOf(g, n)
+}
+
+func genLogOf(g *cmdGen, n int) ([][]byte, *State) {
 	shadow := New()
 	log := make([][]byte, n)
 	for i := range log {

@@ -173,14 +173,42 @@ func checkEvents(t testing.TB, evs []schema.Event, rev int64, typ, cause string)
 // checkInvariants checks the state's internal consistency through the
 // exported views and against the derived indexes. It returns the first
 // violation found.
-func checkInvariants(s *State) error {
+func checkInvariants(all *State) error {
+	var total int64
+	var next int64
+	hasNext := false
+	for _, t := range all.Tenants() {
+		s := all.In(t)
+		if err := checkSpaceInvariants(s); err != nil {
+			if t != DefaultTenant {
+				err = fmt.Errorf("tenant %q: %w", t, err)
+			}
+			return err
+		}
+		total += int64(s.leases.Len())
+		if e, ok := s.expiry.Min(); ok && (!hasNext || e.deadline < next) {
+			next, hasNext = e.deadline, true
+		}
+	}
+	if total != all.leaseTotal {
+		return fmt.Errorf("the spaces hold %d leases, leaseTotal says %d", total, all.leaseTotal)
+	}
+	if nd, ok := all.NextDeadline(); ok != hasNext || nd != next {
+		return fmt.Errorf("NextDeadline = %d, %v; the spaces' first deadline %d, %v", nd, ok, next, hasNext)
+	}
+	return nil
+}
+
+// checkSpaceInvariants checks the invariants of the current space of s.
+func checkSpaceInvariants(s *State) error {
 	now := s.Now()
+	u := s.Usage()
 	all := s.Get(GetQuery{IsPrefix: true, Limit: math.MaxInt}, now)
 	if all.Revision != s.Revision() {
 		return fmt.Errorf("Get revision %d != Revision() %d", all.Revision, s.Revision())
 	}
-	if int(all.Count) != s.KeyCount() || len(all.KVs) != s.KeyCount() || all.More {
-		return fmt.Errorf("Get all: count %d, %d records, more %v; KeyCount %d", all.Count, len(all.KVs), all.More, s.KeyCount())
+	if all.Count != u.Keys || int64(len(all.KVs)) != u.Keys || all.More {
+		return fmt.Errorf("Get all: count %d, %d records, more %v; KeyCount %d", all.Count, len(all.KVs), all.More, u.Keys)
 	}
 	recs := map[string]schema.KeyValue{}
 	leased := 0
@@ -274,7 +302,7 @@ func checkInvariants(s *State) error {
 	if attachedKeys != leased || s.attached.Len() != leased {
 		return fmt.Errorf("%d leased keys, leases hold %d, attachment index %d", leased, attachedKeys, s.attached.Len())
 	}
-	if e, a := s.LeaseCount(); e != explicit || a != anon {
+	if e, a := u.Leases, u.AnonymousLeases; e != explicit || a != anon {
 		return fmt.Errorf("LeaseCount = %d, %d; listed %d explicit, %d anonymous", e, a, explicit, anon)
 	}
 	if pub := s.LeaseList(false, 0, math.MaxInt, now); int64(len(pub.Leases)) != explicit {
@@ -295,9 +323,9 @@ func checkInvariants(s *State) error {
 	if got := s.Expired(now, 0); !reflect.DeepEqual(got, wantExpired) {
 		return fmt.Errorf("Expired(%d, 0) = %v, want %v", now, got, wantExpired)
 	}
-	nd, ok := s.NextDeadline()
-	if ok != (len(deadlines) > 0) || (ok && nd != deadlines[0].deadline) {
-		return fmt.Errorf("NextDeadline = %d, %v; deadlines %v", nd, ok, deadlines)
+	first, ok := s.expiry.Min()
+	if ok != (len(deadlines) > 0) || (ok && first.deadline != deadlines[0].deadline) {
+		return fmt.Errorf("first deadline = %d, %v; deadlines %v", first.deadline, ok, deadlines)
 	}
 	return checkHistory(s)
 }
@@ -315,7 +343,8 @@ func resultJSON(r Result) string {
 		Err     string
 		Events  []schema.Event
 		Expired []ExpiredLease
-	}{r.Op, r.Reply, errText, r.Events, r.Expired})
+		Tenant  string `json:",omitempty"`
+	}{r.Op, r.Reply, errText, r.Events, r.Expired, r.Tenant})
 	if err != nil {
 		panic(err)
 	}

@@ -83,7 +83,7 @@ func (s *State) putAt(now, rev int64, p *Put) (*schema.KVPutReply, schema.Event,
 		if cur != nil && !cur.anonymous {
 			return nil, schema.Event{}, errf(ErrLeaseConflict, "key %q is attached to lease %d; delete it before putting it with a ttl", p.Key, cur.id)
 		}
-		if cur == nil && int64(s.leases.Len()) >= s.limits.MaxLeases {
+		if cur == nil && s.leaseTotal >= s.limits.MaxLeases {
 			return nil, schema.Event{}, errf(ErrLimitExceeded, "%d active leases is the maximum", s.limits.MaxLeases)
 		}
 		if !s.idsLeft() {

@@ -19,12 +19,15 @@ func (s *State) getLease(id int64) *lease {
 // setLease inserts or replaces a lease and keeps the deadline index in step.
 func (s *State) setLease(l *lease) {
 	old, replaced := s.leases.ReplaceOrInsert(l)
-	if replaced {
+	switch {
+	case replaced:
 		s.expiry.Delete(deadlineEntry{old.deadline, old.id})
-	} else if l.anonymous {
+	case l.anonymous:
+		s.leaseTotal++
 		s.anonymous++
 		s.activity.GrantedAnonymous++
-	} else {
+	default:
+		s.leaseTotal++
 		s.activity.Granted++
 	}
 	s.expiry.ReplaceOrInsert(deadlineEntry{l.deadline, l.id})
@@ -34,6 +37,7 @@ func (s *State) setLease(l *lease) {
 func (s *State) dropLease(l *lease) {
 	s.leases.Delete(l)
 	s.expiry.Delete(deadlineEntry{l.deadline, l.id})
+	s.leaseTotal--
 	if l.anonymous {
 		s.anonymous--
 	}
@@ -67,7 +71,7 @@ func (s *State) firstFreeID() int64 {
 }
 
 func (s *State) grant(now int64, g *Grant) (any, error) {
-	if int64(s.leases.Len()) >= s.limits.MaxLeases {
+	if s.leaseTotal >= s.limits.MaxLeases {
 		return nil, errf(ErrLimitExceeded, "%d active leases is the maximum", s.limits.MaxLeases)
 	}
 	id := g.ID

@@ -251,8 +251,8 @@ func (s *State) LeaseList(includeAnonymous bool, after int64, limit int, now int
 	return reply
 }
 
-// Expired returns up to max (0: all) ids of leases whose deadline is
-// strictly before now, earliest deadline first.
+// Expired returns up to max (0: all) ids of the current tenant's leases
+// whose deadline is strictly before now, earliest deadline first.
 func (s *State) Expired(now int64, max int) []int64 {
 	var ids []int64
 	s.expiry.Ascend(func(e deadlineEntry) bool {
@@ -265,8 +265,32 @@ func (s *State) Expired(now int64, max int) []int64 {
 	return ids
 }
 
-// NextDeadline returns the earliest lease deadline, if there is a lease.
-func (s *State) NextDeadline() (int64, bool) {
-	e, ok := s.expiry.Min()
-	return e.deadline, ok
+// NextDeadline returns the earliest lease deadline of every tenant, if
+// there is a lease.
+func (s *State) NextDeadline() (next int64, ok bool) {
+	s.each(func(sp *space) {
+		if e, has := sp.expiry.Min(); has && (!ok || e.deadline < next) {
+			next, ok = e.deadline, true
+		}
+	})
+	return next, ok
+}
+
+// DueLeases are the expired leases of one tenant.
+type DueLeases struct {
+	Tenant string
+	IDs    []int64
+}
+
+// Due returns, for every tenant with one, the ids of the leases whose
+// deadline is strictly before now, earliest deadline first; tenants in
+// name order, the default one first.
+func (s *State) Due(now int64) []DueLeases {
+	var due []DueLeases
+	s.each(func(sp *space) {
+		if ids := s.In(sp.name).Expired(now, 0); len(ids) > 0 {
+			due = append(due, DueLeases{Tenant: sp.name, IDs: ids})
+		}
+	})
+	return due
 }

@@ -36,6 +36,10 @@ type Snapshot struct {
 	nextLeaseID int64
 	now         int64
 	limits      Limits
+	// tenant is the tenant whose space this is; tenants are the other
+	// tenants' spaces, in name order, when this is the default one.
+	tenant  string
+	tenants []*Snapshot
 }
 
 // snapshotHeader is what a snapshot says about itself before its records:
@@ -58,6 +62,10 @@ type snapshotHeader struct {
 	CompactRevision int64 `json:"compact_revision,omitempty"`
 	// Since version 4: the history, which replaced the change log.
 	History int `json:"history,omitempty"`
+	// Tenant names the space a tenant frame starts (binary only): its
+	// header gives the space's own fields and counts, and the cluster's
+	// (revision, time, limits) are the snapshot header's.
+	Tenant string `json:"-"`
 }
 
 // snapshotVersion is one version of the history. A put that is still the
@@ -124,17 +132,27 @@ func snapshotKVOf(r *record) snapshotKV {
 	return snapshotKV{r.key, r.value, r.createRevision, r.modRevision, r.version, r.lease, r.contentType(), r.metadata()}
 }
 
-// Snapshot captures the state. Attachments and the deadline index are not
-// captured: they are derived from the keys and leases on restore.
+// Snapshot captures the state, every tenant's space. Attachments and the
+// deadline index are not captured: they are derived from the keys and
+// leases on restore.
 func (s *State) Snapshot() *Snapshot {
+	sn := s.spaces[DefaultTenant].snapshot(s)
+	for _, name := range s.names[1:] {
+		sn.tenants = append(sn.tenants, s.spaces[name].snapshot(s))
+	}
+	return sn
+}
+
+func (sp *space) snapshot(s *State) *Snapshot {
 	return &Snapshot{
-		kv:          s.kv.Clone(),
-		leases:      s.leases.Clone(),
-		idem:        s.idemBySeq.Clone(),
-		idemSeq:     s.idemSeq,
-		hist:        s.hist.clone(),
+		tenant:      sp.name,
+		kv:          sp.kv.Clone(),
+		leases:      sp.leases.Clone(),
+		idem:        sp.idemBySeq.Clone(),
+		idemSeq:     sp.idemSeq,
+		hist:        sp.hist.clone(),
 		revision:    s.revision,
-		nextLeaseID: s.nextLeaseID,
+		nextLeaseID: sp.nextLeaseID,
 		now:         s.now,
 		limits:      s.limits,
 	}
@@ -351,8 +369,10 @@ type snapshotSource interface {
 	// change reads a version 3 change-log entry.
 	change(*snapshotChange) error
 	version(*snapshotVersion) error
-	// end checks that nothing follows the last record.
-	end() error
+	// nextSpace reads what follows a space's last record: the header of
+	// the next tenant's space, or nil at the end, having checked that
+	// nothing follows.
+	nextSpace() (*snapshotHeader, error)
 }
 
 // readSnapshot reads a snapshot of any version into a new state: JSON lines

@@ -80,6 +80,7 @@ const (
 	frameKeys    = 'K'
 	frameIdem    = 'I'
 	frameHistory = 'V'
+	frameTenant  = 'T'
 	frameEnd     = 'E'
 )
 
@@ -95,6 +96,8 @@ func frameName(kind byte) string {
 		return "idempotency"
 	case frameHistory:
 		return "history"
+	case frameTenant:
+		return "tenant"
 	case frameEnd:
 		return "end"
 	}
@@ -365,6 +368,22 @@ func (e *binaryEncoder) version(v *snapshotVersion, ref int) {
 	e.endRecord()
 }
 
+// tenant writes the frame that starts a tenant's space, and starts the
+// deltas of its sections afresh.
+func (e *binaryEncoder) tenant(h *snapshotHeader) {
+	e.start(frameTenant)
+	p := appendString(e.buf, h.Tenant)
+	p = binary.AppendVarint(p, h.NextLeaseID)
+	p = binary.AppendUvarint(p, uint64(h.Leases))
+	p = binary.AppendUvarint(p, uint64(h.Keys))
+	p = binary.AppendUvarint(p, uint64(h.Idempotency))
+	p = binary.AppendUvarint(p, h.IdempotencySeq)
+	p = binary.AppendVarint(p, h.CompactRevision)
+	e.buf = binary.AppendUvarint(p, uint64(h.History))
+	e.flush()
+	e.leaseID, e.key, e.hRev, e.hNow, e.hKey, e.ref = 0, "", 0, 0, "", 0
+}
+
 // finish writes the end frame and returns the bytes written.
 func (e *binaryEncoder) finish() (int64, error) {
 	e.start(frameEnd)
@@ -375,17 +394,28 @@ func (e *binaryEncoder) finish() (int64, error) {
 	return e.n, nil
 }
 
-// writeBinary writes version 5.
+// writeBinary writes version 5: the default tenant's space after the
+// header, then each other tenant's after a tenant frame, then the end.
 func (sn *Snapshot) writeBinary(w io.Writer) (int64, error) {
+	e := newBinaryEncoder(w)
+	sn.writeSpace(e, e.header)
+	for _, t := range sn.tenants {
+		t.writeSpace(e, e.tenant)
+	}
+	return e.finish()
+}
+
+// writeSpace writes a space's sections after the frame start writes.
+func (sn *Snapshot) writeSpace(e *binaryEncoder, start func(*snapshotHeader)) {
 	// The live records, in key order: the history names a live key by its
 	// place here, and finds its live record by walking this alongside.
 	recs, live := sn.liveRecords()
-	e := newBinaryEncoder(w)
-	e.header(&snapshotHeader{
+	start(&snapshotHeader{
 		Revision: sn.revision, NextLeaseID: sn.nextLeaseID, Now: sn.now, Limits: sn.limits,
 		Leases: sn.leases.Len(), Keys: len(recs),
 		Idempotency: sn.idem.Len(), IdempotencySeq: sn.idemSeq,
 		History: sn.hist.byKey.Len() + live, CompactRevision: sn.hist.floor,
+		Tenant: sn.tenant,
 	})
 
 	e.start(frameLeases)
@@ -432,7 +462,6 @@ func (sn *Snapshot) writeBinary(w io.Writer) (int64, error) {
 		return e.err == nil
 	})
 	e.endSection()
-	return e.finish()
 }
 
 // Reading version 5 is split in two: a binaryDecoder reads frames, checks
@@ -454,6 +483,8 @@ type binaryBatch struct {
 	kvs    []snapshotKV // keys; for a history frame, the records of versions
 	idems  []snapshotIdem
 	vers   []snapshotVersion
+	// tenant is the header a tenant frame holds.
+	tenant *snapshotHeader
 	// err ends the batch: the frame could not be read, or its record n+1
 	// could not be decoded, or (for the end frame) data follows it.
 	err error
@@ -561,6 +592,12 @@ func (d *binaryDecoder) decodeFrame(bb *binaryBatch) {
 		case frameHistory:
 			bb.vers = append(bb.vers, snapshotVersion{})
 			d.version(&bb.vers[len(bb.vers)-1], bb)
+		case frameTenant:
+			if bb.n > 0 {
+				d.fail(errors.New("a tenant frame with more than one record"))
+				break
+			}
+			bb.tenant = d.tenant()
 		case frameEnd:
 			d.fail(errors.New("an end frame that is not empty"))
 		default:
@@ -770,6 +807,25 @@ func (d *binaryDecoder) header() (snapshotHeader, error) {
 	}
 	d.now = h.Now
 	return h, nil
+}
+
+// tenant reads a tenant frame's header, and starts the deltas of the
+// space's sections afresh, as the writer does.
+func (d *binaryDecoder) tenant() *snapshotHeader {
+	h := &snapshotHeader{Tenant: string(d.bytes()), NextLeaseID: d.varint()}
+	count := func() int {
+		n := d.uvarint()
+		if n > maxCount {
+			d.fail(fmt.Errorf("a count of %d", n))
+		}
+		return int(n)
+	}
+	h.Leases, h.Keys, h.Idempotency = count(), count(), count()
+	h.IdempotencySeq = d.uvarint()
+	h.CompactRevision = d.varint()
+	h.History = count()
+	d.leaseID, d.keys, d.prevKey, d.hRev, d.hNow, d.hKey, d.ref = 0, 0, "", 0, 0, "", 0
+	return h
 }
 
 func (d *binaryDecoder) lease(l *snapshotLease) {
@@ -994,17 +1050,21 @@ func (s *binarySource) version(v *snapshotVersion) error {
 	return err
 }
 
-func (s *binarySource) end() error {
+func (s *binarySource) nextSpace() (*snapshotHeader, error) {
 	if c := s.cur; c != nil && s.i < c.n {
-		return fmt.Errorf("more %s records than the header counts", frameName(c.kind))
+		return nil, fmt.Errorf("more %s records than the header counts", frameName(c.kind))
 	}
 	c := s.nextBatch()
 	s.cur, s.i = c, 0
 	switch {
 	case c.err != nil:
-		return c.err
+		return nil, c.err
+	case c.kind == frameTenant:
+		s.i = c.n
+		h := *c.tenant
+		return &h, nil
 	case c.kind != frameEnd:
-		return fmt.Errorf("%s records where the end is due", frameName(c.kind))
+		return nil, fmt.Errorf("%s records where a tenant or the end is due", frameName(c.kind))
 	}
-	return nil
+	return nil, nil
 }

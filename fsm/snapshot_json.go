@@ -17,6 +17,9 @@ import (
 
 // writeJSON writes version 4.
 func (sn *Snapshot) writeJSON(w io.Writer) (int64, error) {
+	if len(sn.tenants) > 0 {
+		return 0, fmt.Errorf("%w: version 4 cannot hold the spaces of %d tenants; write version 5", ErrBadSnapshot, len(sn.tenants))
+	}
 	recs, live := sn.liveRecords()
 	cw := &countingWriter{w: bufio.NewWriterSize(w, 1<<16)}
 	enc := json.NewEncoder(cw)
@@ -131,9 +134,10 @@ func (j *jsonSource) version(v *snapshotVersion) error {
 	return nil
 }
 
-func (j *jsonSource) end() error {
+// nextSpace: versions 1 to 4 hold the default tenant's space alone.
+func (j *jsonSource) nextSpace() (*snapshotHeader, error) {
 	if _, err := j.dec.Token(); err != io.EOF {
-		return errors.New("data after the last record")
+		return nil, errors.New("data after the last record")
 	}
-	return nil
+	return nil, nil
 }

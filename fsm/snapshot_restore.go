@@ -46,6 +46,8 @@ type restorer struct {
 	runs []runRef
 	// above counts the versions above the floor: the change log.
 	above int
+	// owned are the revisions of each space's change log read so far.
+	owned []spaceRevisions
 
 	// The slabs new records and versions are taken from.
 	records  []record
@@ -191,8 +193,59 @@ func grow[T any](list []T, want int) []T {
 
 func (rs *restorer) read(src snapshotSource) error {
 	s, h := rs.s, rs.h
-	s.revision, s.nextLeaseID, s.now, s.limits = h.Revision, h.NextLeaseID, h.Now, h.Limits.withDefaults()
-	s.idemSeq = h.IdempotencySeq
+	s.revision, s.now, s.limits = h.Revision, h.Now, h.Limits.withDefaults()
+	if err := rs.readSpace(src); err != nil {
+		return err
+	}
+	main := rs.s
+	for {
+		th, err := src.nextSpace()
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+		}
+		if th == nil {
+			break
+		}
+		if err := rs.readTenant(src, main, th); err != nil {
+			return err
+		}
+	}
+	rs.s = main
+	main.leave()
+	main.each(func(sp *space) { main.leaseTotal += int64(sp.leases.Len()) })
+	return rs.checkRevisionsOwned(main)
+}
+
+// readTenant reads the space of a tenant into main: the restorer reads it
+// as the default space of a state of its own, with main's revision, time
+// and limits, and hands the space over.
+func (rs *restorer) readTenant(src snapshotSource, main *State, th *snapshotHeader) error {
+	name := th.Tenant
+	if err := ValidateTenant(name); err != nil || name == DefaultTenant {
+		return fmt.Errorf("%w: a tenant frame names %q, not a tenant", ErrBadSnapshot, name)
+	}
+	if last := main.names[len(main.names)-1]; name <= last {
+		return fmt.Errorf("%w: tenant %q after %q: duplicate or out of order", ErrBadSnapshot, name, last)
+	}
+	sub := New()
+	sub.revision, sub.now, sub.limits = main.revision, main.now, main.limits
+	h := *th
+	h.Version, h.Revision, h.Now, h.Limits = rs.h.Version, main.revision, main.now, main.limits
+	rs.s, rs.h = sub, h
+	rs.leases, rs.counts, rs.recs, rs.cur, rs.vers, rs.runs, rs.above = nil, nil, nil, 0, nil, nil, 0
+	if err := rs.readSpace(src); err != nil {
+		return fmt.Errorf("tenant %q: %w", name, err)
+	}
+	sp := sub.space
+	sp.name = name
+	main.addSpace(sp)
+	return nil
+}
+
+// readSpace reads the sections of one space into rs.s's current space.
+func (rs *restorer) readSpace(src snapshotSource) error {
+	s, h := rs.s, rs.h
+	s.nextLeaseID, s.idemSeq = h.NextLeaseID, h.IdempotencySeq
 	if err := rs.readLeases(src); err != nil {
 		return err
 	}
@@ -221,13 +274,7 @@ func (rs *restorer) read(src snapshotSource) error {
 	if err := rs.readHistory(src, h.History); err != nil {
 		return err
 	}
-	if err := rs.buildLeases(); err != nil {
-		return err
-	}
-	if err := src.end(); err != nil {
-		return fmt.Errorf("%w: %v", ErrBadSnapshot, err)
-	}
-	return nil
+	return rs.buildLeases()
 }
 
 // readLeases reads the leases, which come by id, each once.
@@ -524,22 +571,20 @@ func (rs *restorer) readHistory(src snapshotSource, n int) error {
 }
 
 // changeLog sorts the versions above the floor by (revision, op_index)
-// and checks that they are the change log Apply leaves: contiguous from
-// the floor to the state's revision, each revision's changes numbered from
-// 0 without gaps, times never going back. The revisions are dense, so the
-// sort is a count per revision: no revision may be missing, and each
-// change has exactly one place.
+// and checks that they are the change log Apply leaves: each revision's
+// changes numbered from 0 without gaps, times never going back. A
+// revision belongs to one tenant's space, so a space's log may skip the
+// revisions of others; the revisions it holds are noted (rs.owned) for
+// checkRevisionsOwned, which checks the spaces together leave no hole.
+// The sort is a count per revision: each change has exactly one place.
 func (rs *restorer) changeLog() ([]*version, error) {
 	s := rs.s
 	floor := s.hist.floor
 	span := s.revision - floor
 	if span == 0 {
-		return nil, nil // every version is at or below the floor: checked above
-	}
-	if span > int64(rs.above) {
-		// Fewer changes than revisions: some revision has none. Finding
-		// which is not worth a pass; the count says enough.
-		return nil, fmt.Errorf("%w: the history holds %d changes above its floor %d, too few for the %d revisions up to the state's %d", ErrBadSnapshot, rs.above, floor, span, s.revision)
+		// Every version is at or below the floor: checked above.
+		rs.owned = append(rs.owned, spaceRevisions{floor: floor})
+		return nil, nil
 	}
 	// start[i] is where the changes of revision floor+1+i begin.
 	start := make([]int, span+1)
@@ -548,12 +593,14 @@ func (rs *restorer) changeLog() ([]*version, error) {
 			start[v.rev-floor]++
 		}
 	}
+	owned := spaceRevisions{floor: floor}
 	for i := int64(1); i <= span; i++ {
-		if start[i] == 0 {
-			return nil, fmt.Errorf("%w: the history has no change at revision %d: the log has a hole", ErrBadSnapshot, floor+i)
+		if start[i] > 0 {
+			owned.revs = append(owned.revs, floor+i)
 		}
 		start[i] += start[i-1]
 	}
+	rs.owned = append(rs.owned, owned)
 	byRev := make([]*version, rs.above)
 	for _, v := range rs.vers {
 		if v.rev <= floor {
@@ -571,6 +618,46 @@ func (rs *restorer) changeLog() ([]*version, error) {
 		}
 	}
 	return byRev, nil
+}
+
+// spaceRevisions are the revisions one space's change log holds above its
+// floor, in order.
+type spaceRevisions struct {
+	floor int64
+	revs  []int64
+}
+
+// checkRevisionsOwned checks that, above the highest floor of any space
+// (where every space still holds its changes), each revision up to the
+// state's is in the change log of exactly one space: a hole would let a
+// reader skip changes without being told the history was compacted.
+func (rs *restorer) checkRevisionsOwned(s *State) error {
+	var top int64
+	for _, o := range rs.owned {
+		top = max(top, o.floor)
+	}
+	span := s.revision - top
+	if span <= 0 {
+		return nil
+	}
+	seen := make([]bool, span)
+	for _, o := range rs.owned {
+		for _, r := range o.revs {
+			if r <= top {
+				continue
+			}
+			if seen[r-top-1] {
+				return fmt.Errorf("%w: the history of two spaces holds changes at revision %d", ErrBadSnapshot, r)
+			}
+			seen[r-top-1] = true
+		}
+	}
+	for i, ok := range seen {
+		if !ok {
+			return fmt.Errorf("%w: the history has no change at revision %d: the log has a hole", ErrBadSnapshot, top+int64(i)+1)
+		}
+	}
+	return nil
 }
 
 // checkHistoryAgreesWithKeys checks that the history and the live keys

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/google/btree"
-
 	"github.com/concord-io/concord/schema"
 )
 
@@ -83,18 +81,20 @@ type deadlineEntry struct {
 }
 
 // State is the replicated state. The zero value is not usable; call New.
+//
+// The keyspace, leases, history and idempotency cache of each tenant are a
+// space of their own (tenant.go); the revision, the lease clock and the
+// limits are the cluster's. The embedded space is the one the command
+// being applied, or the read being answered, works in: the default
+// tenant's between commands.
 type State struct {
-	kv       *btree.BTreeG[*record]
-	leases   *btree.BTreeG[*lease]
-	attached *btree.BTreeG[attachment]
-	expiry   *btree.BTreeG[deadlineEntry]
+	*space
+	// spaces holds every tenant's space by name, the default tenant's
+	// ("") included; names keeps them in order, for the writers and the
+	// expiry scan, which must not depend on map order.
+	spaces map[string]*space
+	names  []string
 
-	// The idempotency cache, by key and by insertion order.
-	idemByKey *btree.BTreeG[*idemEntry]
-	idemBySeq *btree.BTreeG[*idemEntry]
-	idemSeq   uint64
-	// hist is the retained past of the keyspace (history.go).
-	hist history
 	// prevs collects, for each event the command being applied makes, the
 	// record it replaced or deleted (nil for a new key), for recordChanges.
 	// Reset by each command; not part of the state or its snapshot.
@@ -111,11 +111,12 @@ type State struct {
 	pivotRec    record
 	pivotLease  lease
 
-	revision    int64
-	nextLeaseID int64
-	now         int64
-	limits      Limits
-	anonymous   int64
+	revision int64
+	now      int64
+	limits   Limits
+	// leaseTotal counts the leases of every space, for MaxLeases, which
+	// bounds the cluster's memory whatever the tenants.
+	leaseTotal int64
 
 	// activity counts what the command being applied did to leases; it is
 	// reset by each command and is not part of the state or its snapshot.
@@ -153,6 +154,9 @@ type Result struct {
 	Leases LeaseActivity
 	// Now is the lease-clock time the command applied at.
 	Now int64
+	// Tenant is the tenant the command applied for: its events are that
+	// tenant's, and its lease ids are in that tenant's space.
+	Tenant string
 }
 
 // ExpiredLease reports one lease removed by an Expire command.
@@ -164,18 +168,8 @@ type ExpiredLease struct {
 
 // New returns an empty state with the default limits.
 func New() *State {
-	byKey, bySeq := newIdemTrees()
-	return &State{
-		idemByKey:   byKey,
-		idemBySeq:   bySeq,
-		hist:        newHistory(),
-		kv:          btree.NewG(btreeDegree, func(a, b *record) bool { return a.key < b.key }),
-		leases:      btree.NewG(btreeDegree, func(a, b *lease) bool { return a.id < b.id }),
-		attached:    btree.NewG(btreeDegree, lessAttachment),
-		expiry:      btree.NewG(btreeDegree, lessDeadline),
-		nextLeaseID: 1,
-		limits:      DefaultLimits,
-	}
+	def := newSpace("")
+	return &State{space: def, spaces: map[string]*space{"": def}, names: []string{""}, limits: DefaultLimits}
 }
 
 func lessAttachment(a, b attachment) bool {
@@ -201,15 +195,29 @@ func (s *State) Now() int64 { return s.now }
 // Limits returns the count limits in force.
 func (s *State) Limits() Limits { return s.limits }
 
-// KeyCount returns the number of keys.
-func (s *State) KeyCount() int { return s.kv.Len() }
+// KeyCount returns the number of keys, of every tenant.
+func (s *State) KeyCount() int {
+	n := 0
+	s.each(func(sp *space) { n += sp.kv.Len() })
+	return n
+}
 
-// AttachedKeyCount returns the number of keys attached to leases.
-func (s *State) AttachedKeyCount() int { return s.attached.Len() }
+// AttachedKeyCount returns the number of keys attached to leases, of every
+// tenant.
+func (s *State) AttachedKeyCount() int {
+	n := 0
+	s.each(func(sp *space) { n += sp.attached.Len() })
+	return n
+}
 
-// LeaseCount returns the number of leases, explicit and anonymous.
+// LeaseCount returns the number of leases, explicit and anonymous, of
+// every tenant.
 func (s *State) LeaseCount() (explicit, anonymous int64) {
-	return int64(s.leases.Len()) - s.anonymous, s.anonymous
+	s.each(func(sp *space) {
+		explicit += int64(sp.leases.Len()) - sp.anonymous
+		anonymous += sp.anonymous
+	})
+	return explicit, anonymous
 }
 
 // Apply decodes and applies one log entry. A malformed entry yields a Result
@@ -235,7 +243,8 @@ func (s *State) ApplyCommand(c Command) Result {
 	s.activity = LeaseActivity{}
 	s.prevs = s.prevs[:0]
 	s.applying = true
-	defer func() { s.applying = false }()
+	s.enter(c.Tenant)
+	defer func() { s.applying = false; s.leave() }()
 	var r Result
 	if c.IdempotencyKey != "" && mutates(c.Op) {
 		r = s.applyIdempotent(c, s.now)
@@ -250,6 +259,7 @@ func (s *State) ApplyCommand(c Command) Result {
 		r.Leases = s.activity
 	}
 	r.Now = s.now
+	r.Tenant = c.Tenant
 	return r
 }
 

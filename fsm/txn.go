@@ -158,6 +158,7 @@ func (s *State) txn(now int64, t *Txn) (any, []schema.Event, error) {
 		final = rev
 		stage.revision = rev
 		*s = *stage
+		s.spaces[s.name] = s.space
 	}
 	// Every response reports the revision the transaction left behind.
 	for i := range responses {
@@ -177,10 +178,12 @@ func (s *State) txn(now int64, t *Txn) (any, []schema.Event, error) {
 // changes to the copy leave s untouched until the copy replaces it.
 func (s *State) stage() *State {
 	c := *s
-	c.kv = s.kv.Clone()
-	c.leases = s.leases.Clone()
-	c.attached = s.attached.Clone()
-	c.expiry = s.expiry.Clone()
+	sp := *s.space
+	sp.kv = s.kv.Clone()
+	sp.leases = s.leases.Clone()
+	sp.attached = s.attached.Clone()
+	sp.expiry = s.expiry.Clone()
+	c.space = &sp
 	return &c
 }
 

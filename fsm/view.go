@@ -16,27 +16,36 @@ type View struct {
 	s *State
 }
 
-// View returns a point-in-time view of the state. It must not run
-// concurrently with Apply, View or Snapshot on the same state.
+// View returns a point-in-time view of the current space of the state:
+// the default tenant's, or a tenant's for s.In(tenant).View(). It must not
+// run concurrently with Apply, View or Snapshot on the same state.
 func (s *State) View() *View {
 	// Copy the scalars whole, so that one added to State is carried
-	// without a change here; the trees are replaced by clones below.
-	c := *s
-	c.kv = s.kv.Clone()
-	c.leases = s.leases.Clone()
-	c.attached = s.attached.Clone()
-	c.hist = s.hist.clone()
+	// without a change here; the trees are replaced by clones below. The
+	// state and its one space are allocated together.
+	vs := &struct {
+		st State
+		sp space
+	}{st: *s, sp: *s.space}
+	c, sp := &vs.st, &vs.sp
+	sp.kv = s.kv.Clone()
+	sp.leases = s.leases.Clone()
+	sp.attached = s.attached.Clone()
+	sp.hist = s.hist.clone()
 	// No read walks these: leave them out rather than share them with the
 	// live state, so a read that came to use one fails loudly (nil) in
-	// the tests instead of racing with Apply.
-	c.expiry = nil
-	c.idemByKey, c.idemBySeq = nil, nil
+	// the tests instead of racing with Apply. Nor the other spaces: they
+	// are not the view's to read.
+	sp.expiry = nil
+	sp.idemByKey, sp.idemBySeq = nil, nil
+	c.space = sp
+	c.spaces, c.names = nil, nil
 	c.prevs = nil
 	// Never applied to: its look-ups allocate their own pivots.
 	c.applying, c.pivotRec, c.pivotLease = false, record{}, lease{}
 	c.versionSlab = nil
 	c.activity = LeaseActivity{}
-	return &View{s: &c}
+	return &View{s: c}
 }
 
 // Revision returns the cluster revision when the view was taken.
@@ -49,8 +58,11 @@ func (v *View) Now() int64 { return v.s.now }
 // CompactRevision returns the history's floor when the view was taken.
 func (v *View) CompactRevision() int64 { return v.s.hist.floor }
 
-// KeyCount returns the number of keys.
-func (v *View) KeyCount() int { return v.s.KeyCount() }
+// KeyCount returns the number of keys of the view's tenant.
+func (v *View) KeyCount() int { return v.s.kv.Len() }
+
+// Tenant returns the tenant whose space the view reads.
+func (v *View) Tenant() string { return v.s.name }
 
 // Get answers a read at the view's revision, as State.Get does.
 func (v *View) Get(q GetQuery, now int64) *schema.KVGetReply { return v.s.Get(q, now) }

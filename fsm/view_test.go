@@ -270,18 +270,23 @@ func TestViewReadConcurrentlyWithApply(t *testing.T) {
 // until View says which: a tree shared with the live state would race
 // with Apply.
 func TestViewCoversEveryField(t *testing.T) {
-	cloned := map[string]bool{"kv": true, "leases": true, "attached": true, "hist": true}
+	// The view's space is a copy of the space it reads, whose fields
+	// are listed below; spaces and names are replaced by that one space.
+	cloned := map[string]bool{"space": true, "spaces": true, "names": true,
+		"kv": true, "leases": true, "attached": true, "hist": true}
 	leftOut := map[string]bool{"expiry": true, "idemByKey": true, "idemBySeq": true, "prevs": true, "activity": true,
 		"applying": true, "pivotRec": true, "pivotLease": true, "versionSlab": true}
-	scalars := map[string]bool{"idemSeq": true, "revision": true, "nextLeaseID": true, "now": true, "limits": true, "anonymous": true}
-	st := reflect.TypeOf(State{})
-	for i := 0; i < st.NumField(); i++ {
-		f := st.Field(i)
-		if !cloned[f.Name] && !leftOut[f.Name] && !scalars[f.Name] {
-			t.Errorf("State.%s (%s): View does not say whether it clones it, carries it or leaves it out (fsm/view.go)", f.Name, f.Type)
-		}
-		if scalars[f.Name] && holdsPointers(f.Type) {
-			t.Errorf("State.%s (%s) is carried into views as a scalar but holds pointers: clone it or leave it out", f.Name, f.Type)
+	scalars := map[string]bool{"idemSeq": true, "revision": true, "nextLeaseID": true, "now": true, "limits": true,
+		"anonymous": true, "leaseTotal": true, "name": true}
+	for _, st := range []reflect.Type{reflect.TypeOf(State{}), reflect.TypeOf(space{})} {
+		for i := 0; i < st.NumField(); i++ {
+			f := st.Field(i)
+			if !cloned[f.Name] && !leftOut[f.Name] && !scalars[f.Name] {
+				t.Errorf("%s.%s (%s): View does not say whether it clones it, carries it or leaves it out (fsm/view.go)", st.Name(), f.Name, f.Type)
+			}
+			if scalars[f.Name] && holdsPointers(f.Type) {
+				t.Errorf("%s.%s (%s) is carried into views as a scalar but holds pointers: clone it or leave it out", st.Name(), f.Name, f.Type)
+			}
 		}
 	}
 	// The history is cloned by history.clone: its trees must all be in it.
