@@ -27,6 +27,9 @@ var (
 	// because its disk is full; nothing was changed. It is not retried:
 	// it lasts until an operator frees space.
 	ErrDiskFull = Sentinel(schema.ErrDiskFull)
+	// ErrForbidden matches a cluster request sent from a tenant's NATS
+	// account: only Concord's own account may make it.
+	ErrForbidden = Sentinel(schema.ErrForbidden)
 	// ErrOutcomeUnknown matches the error of a write that may or may not
 	// have been applied: the server said so (504 outcome_unknown), or an
 	// attempt got no reply in time. Retrying it blindly could apply it

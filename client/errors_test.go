@@ -35,6 +35,7 @@ var wireSentinels = map[string]error{
 	"ErrInternal":            client.ErrInternal,
 	"ErrOutcomeUnknown":      client.ErrOutcomeUnknown,
 	"ErrDiskFull":            client.ErrDiskFull,
+	"ErrForbidden":           client.ErrForbidden,
 	"ErrBackupNotFound":      client.ErrBackupNotFound,
 }
 

@@ -34,7 +34,10 @@ const (
 	// takes no new state (grants, puts, transactions) until space is freed,
 	// and changed nothing.
 	ErrDiskFull = "disk_full"
-	ErrInternal = "internal"
+	// ErrForbidden: a tenant (a request from another NATS account) called
+	// an endpoint that acts on the whole cluster.
+	ErrForbidden = "forbidden"
+	ErrInternal  = "internal"
 )
 
 // ErrorClass is what a caller can do about an error, coarser than its name.
@@ -99,6 +102,7 @@ var ErrorTable = []ErrorSpec{
 	{ErrUnavailable, 503, ClassUnavailable, "the cluster cannot serve the request now, and nothing was changed; retry"},
 	{ErrOutcomeUnknown, 504, ClassOutcomeUnknown, "the write may or may not have been applied; retry with the same idempotency key, or read before retrying"},
 	{ErrDiskFull, 507, ClassFailed, "the leader's disk is full: it takes no new leases, puts or transactions until space is freed (keep-alives, revokes and deletes still work); nothing was changed"},
+	{ErrForbidden, 403, ClassFailed, "a tenant's account called an endpoint that only Concord's own account may call (the cluster endpoints); nothing was changed"},
 	{ErrInternal, 500, ClassFailed, "an unexpected server error"},
 }
 

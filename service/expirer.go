@@ -34,26 +34,30 @@ func (s *Service) runExpirer(ctx context.Context) {
 			return
 		}
 		start := time.Now()
-		var expired []int64
+		var due []fsm.DueLeases
 		var haveLeases bool
 		var leases int64
 		s.sm.Read(func(st *fsm.State) {
-			expired = st.Expired(now, 0)
+			due = st.Due(now)
 			_, haveLeases = st.NextDeadline()
 			explicit, anon := st.LeaseCount()
 			leases = explicit + anon
 		})
+		expired := 0
+		for _, d := range due {
+			expired += len(d.IDs)
+		}
 		wait := tick
-		if haveLeases && (len(expired) > 0 || time.Since(lastProposal) >= tick) {
-			err := s.proposeExpire(ctx, now, expired)
+		if haveLeases && (expired > 0 || time.Since(lastProposal) >= tick) {
+			err := s.proposeExpire(ctx, now, due)
 			if err == nil {
-				s.metrics.ObserveTick(start, len(expired), leases, s.cfg.ExpireBatch)
+				s.metrics.ObserveTick(start, expired, leases, s.cfg.ExpireBatch)
 			}
 			if err != nil {
 				if ctx.Err() != nil {
 					return
 				}
-				s.log.Warn("propose lease expiry", "leases", len(expired), "err", err)
+				s.log.Warn("propose lease expiry", "leases", expired, "err", err)
 				wait = 100 * time.Millisecond
 			}
 			lastProposal = time.Now()
@@ -76,18 +80,25 @@ func (s *Service) runExpirer(ctx context.Context) {
 	}
 }
 
-// proposeExpire proposes the expiry of ids (a tick when empty) and waits for
-// every batch to apply.
-func (s *Service) proposeExpire(ctx context.Context, now int64, ids []int64) error {
+// proposeExpire proposes the expiry of the due leases, each tenant's in
+// its own commands (a tick when there are none), and waits for every batch
+// to apply.
+func (s *Service) proposeExpire(ctx context.Context, now int64, due []fsm.DueLeases) error {
 	var futures []raft.ApplyFuture
-	for first := true; first || len(ids) > 0; first = false {
-		n := min(len(ids), s.cfg.ExpireBatch)
-		data, err := fsm.Encode(now, &fsm.Expire{IDs: ids[:n]})
-		if err != nil {
-			return err
+	if len(due) == 0 {
+		due = []fsm.DueLeases{{Tenant: fsm.DefaultTenant}}
+	}
+	for _, d := range due {
+		ids := d.IDs
+		for first := true; first || len(ids) > 0; first = false {
+			n := min(len(ids), s.cfg.ExpireBatch)
+			data, err := fsm.EncodeFor(now, d.Tenant, "", &fsm.Expire{IDs: ids[:n]})
+			if err != nil {
+				return err
+			}
+			ids = ids[n:]
+			futures = append(futures, s.raft.Apply(data, s.cfg.ApplyTimeout))
 		}
-		ids = ids[n:]
-		futures = append(futures, s.raft.Apply(data, s.cfg.ApplyTimeout))
 	}
 	// Waited for with the term's ctx: an entry Raft had queued but not
 	// taken when it shut down is never answered (raft v1.8.0 leaves such a

@@ -226,12 +226,12 @@ func TestSnapshotVersionWaitsForEveryMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	restored := replica.NewStateMachine(func(uint64, []schema.Event) {})
+	restored := replica.NewStateMachine(func(uint64, string, []schema.Event) {})
 	if err := restored.Restore(rc); err != nil {
 		t.Fatalf("restore the older version: %v", err)
 	}
 	for _, key := range []string{"alone", "older", "current", "silent"} {
-		if reply := restored.View().Get(fsm.GetQuery{Key: key}, 0); len(reply.KVs) != 1 {
+		if reply := restored.View(fsm.DefaultTenant).Get(fsm.GetQuery{Key: key}, 0); len(reply.KVs) != 1 {
 			t.Fatalf("key %s missing after a restore from version %d", key, bus.OlderSnapshotVersion)
 		}
 	}

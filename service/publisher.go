@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/subjects"
 )
@@ -29,7 +30,7 @@ type publisher struct {
 	nc    *nats.Conn
 	names subjects.Names
 	log   *slog.Logger
-	ch    chan []schema.Event
+	ch    chan tenantEvents
 	// term is the Raft term this node leads and publishes the entries of;
 	// 0 while it publishes nothing.
 	term atomic.Uint64
@@ -38,10 +39,17 @@ type publisher struct {
 	done      chan struct{} // closed when run returns
 }
 
+// tenantEvents are the events of one entry, and their tenant's: a
+// tenant's go to its own subjects (subjects.Names.TenantWatch).
+type tenantEvents struct {
+	tenant string
+	events []schema.Event
+}
+
 func newPublisher(nc *nats.Conn, names subjects.Names, log *slog.Logger, published prometheus.Counter) *publisher {
 	// The buffer absorbs bursts; when it is full, Apply waits, which slows
 	// writers rather than dropping events.
-	return &publisher{nc: nc, names: names, log: log, published: published, ch: make(chan []schema.Event, 4096), done: make(chan struct{})}
+	return &publisher{nc: nc, names: names, log: log, published: published, ch: make(chan tenantEvents, 4096), done: make(chan struct{})}
 }
 
 // lead makes the publisher send the events of entries appended in term.
@@ -51,13 +59,13 @@ func (p *publisher) lead(term uint64) { p.term.Store(term) }
 func (p *publisher) stop() { p.term.Store(0) }
 
 // enqueue is called by the state machine in log order with the events of
-// an entry appended in term.
-func (p *publisher) enqueue(term uint64, events []schema.Event) {
+// tenant of an entry appended in term.
+func (p *publisher) enqueue(term uint64, tenant string, events []schema.Event) {
 	if t := p.term.Load(); t == 0 || t != term {
 		return
 	}
 	select {
-	case p.ch <- events:
+	case p.ch <- tenantEvents{tenant, events}:
 	case <-p.done:
 	}
 }
@@ -73,10 +81,14 @@ func (p *publisher) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case batch := <-p.ch:
-			for i := range batch {
-				ev := &batch[i]
+			for i := range batch.events {
+				ev := &batch.events[i]
 				buf = ev.AppendJSON(buf[:0])
-				msg.Subject = p.names.Watch(ev.Key)
+				if batch.tenant == fsm.DefaultTenant {
+					msg.Subject = p.names.Watch(ev.Key)
+				} else {
+					msg.Subject = p.names.TenantWatch(batch.tenant, ev.Key)
+				}
 				msg.Header[schema.HeaderRevision][0] = strconv.FormatInt(ev.Revision, 10)
 				msg.Header[schema.HeaderOperation][0] = ev.Operation()
 				msg.Data = buf

@@ -137,11 +137,19 @@ func TestProposeExpireBatches(t *testing.T) {
 		ids[i] = int64(1000 + i) // unknown leases: each batch applies as a no-op
 	}
 	before := s.raft.LastIndex()
-	if err := s.proposeExpire(context.Background(), now, ids); err != nil {
+	if err := s.proposeExpire(context.Background(), now, []fsm.DueLeases{{IDs: ids}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := s.raft.LastIndex() - before; got != 3 {
 		t.Fatalf("120 expirations took %d log entries, want 3 (50+50+20)", got)
+	}
+	// Two tenants' due leases go in commands of their own.
+	before = s.raft.LastIndex()
+	if err := s.proposeExpire(context.Background(), now, []fsm.DueLeases{{IDs: ids[:60]}, {Tenant: "ACC", IDs: ids[:10]}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.raft.LastIndex() - before; got != 3 {
+		t.Fatalf("60 and 10 expirations of two tenants took %d log entries, want 3 (50+10, 10)", got)
 	}
 	before = s.raft.LastIndex()
 	if err := s.proposeExpire(context.Background(), now, nil); err != nil {

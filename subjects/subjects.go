@@ -63,6 +63,14 @@ var Endpoints = []Endpoint{LeaseGrant, LeaseKeepAlive, LeaseKeepAliveMany, Lease
 // label, so that `nats micro info` and Prometheus agree.
 func (e Endpoint) Name() string { return strings.ReplaceAll(string(e), ".", "_") }
 
+// ForTenants reports whether a tenant (a request from another NATS account,
+// through a service import) may call the endpoint: the lease and kv
+// endpoints, which act on the tenant's own space. The cluster endpoints act
+// on the whole cluster and are Concord's own account's.
+func (e Endpoint) ForTenants() bool {
+	return strings.HasPrefix(string(e), "lease.") || strings.HasPrefix(string(e), "kv.")
+}
+
 // Writes reports whether a request to the endpoint changes the cluster's
 // state (the log or the membership): its outcome is unknown when no reply
 // comes, and the standby answers it outcome_unknown rather than "nothing
@@ -133,6 +141,23 @@ func (n Names) Request(e Endpoint) string { return n.prefix + "." + string(e) }
 
 // Watch returns the subject on which changes to key are published.
 func (n Names) Watch(key string) string { return n.prefix + ".watch." + key }
+
+// TenantWatch returns the subject of a tenant's watch events for key,
+// P.tenant.<tenant>.watch.<key>: the tenant's account is a token of its
+// own (TenantAccountToken), so Concord's account exports
+// P.tenant.*.watch.> once, with account_token_position, and each tenant
+// imports only its own events, mapped to P.watch.<key>.
+func (n Names) TenantWatch(tenant, key string) string {
+	return n.prefix + ".tenant." + tenant + ".watch." + key
+}
+
+// TenantWatchExport is the subject Concord's account exports the tenants'
+// watch events on.
+func (n Names) TenantWatchExport() string { return n.prefix + ".tenant.*.watch.>" }
+
+// TenantAccountToken is the 1-based position of the account token in
+// TenantWatch subjects: the export's account_token_position.
+func (n Names) TenantAccountToken() int { return strings.Count(n.prefix, ".") + 3 }
 
 // WatchAll returns the wildcard subject that matches every watch event.
 func (n Names) WatchAll() string { return n.prefix + ".watch.>" }

@@ -32,6 +32,7 @@ var wantExitByName = map[string]int{
 	schema.ErrUnavailable:         exitUnavailable,
 	schema.ErrOutcomeUnknown:      exitOutcomeUnknown,
 	schema.ErrDiskFull:            exitError,
+	schema.ErrForbidden:           exitError,
 	schema.ErrInternal:            exitError,
 }
 

@@ -61,7 +61,7 @@ func (w *watchedReader) Read(b []byte) (int, error) {
 func TestRestoreReportsProgress(t *testing.T) {
 	data := snapshotBytes(t)
 	var p RestoreProgress
-	sm := NewStateMachine(func(uint64, []schema.Event) {})
+	sm := NewStateMachine(func(uint64, string, []schema.Event) {})
 	opened := &sizedReader{ReadCloser: io.NopCloser(iotest.OneByteReader(bytes.NewReader(data))), size: int64(len(data)), restore: &p}
 	w := &watchedReader{ReadCloser: opened, p: &p}
 	if err := (FSM{StateMachine: sm, Progress: &p}).Restore(w); err != nil {
@@ -99,7 +99,7 @@ func TestPauseHoldsRestore(t *testing.T) {
 	defer close(done)
 	pause := NewTestPause(path, slog.New(slog.NewTextHandler(io.Discard, nil)), done)
 	var p RestoreProgress
-	sm := NewStateMachine(func(uint64, []schema.Event) {})
+	sm := NewStateMachine(func(uint64, string, []schema.Event) {})
 	opened := &sizedReader{ReadCloser: io.NopCloser(iotest.OneByteReader(bytes.NewReader(data))), size: int64(len(data)), restore: &p}
 	restored := make(chan error, 1)
 	go func() { restored <- (FSM{StateMachine: sm, Progress: &p, Pause: pause}).Restore(opened) }()

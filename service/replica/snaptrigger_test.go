@@ -56,7 +56,7 @@ func batchLog(t testing.TB, index uint64, keys ...string) *raft.Log {
 // snapshot pays what it holds and no more, a failed one pays nothing, and
 // a restore starts from nothing.
 func TestReplayDebtCountsCommands(t *testing.T) {
-	m := NewStateMachine(func(uint64, []schema.Event) {})
+	m := NewStateMachine(func(uint64, string, []schema.Event) {})
 	debt := func(want uint64) {
 		t.Helper()
 		if got, _ := m.ReplayDebt(); got != want {

@@ -23,15 +23,18 @@ import (
 type StateMachine struct {
 	mu    sync.RWMutex
 	state *fsm.State
-	// cachedView is a view of state as it stands, taken by the first read
-	// that needed one since the last apply and shared by those after it;
-	// nil when none was taken since. Guarded by mu.
-	cachedView *fsm.View
+	// cachedView is a view of the default tenant's space as it stands,
+	// taken by the first read that needed one since the last apply and
+	// shared by those after it; nil when none was taken since. tenantViews
+	// are the same for other tenants. Guarded by mu.
+	cachedView  *fsm.View
+	tenantViews map[string]*fsm.View
 
 	Applied AppliedIndex
 	// onEvents is called from the Raft FSM goroutine, in log order, outside
-	// mu, with the term of the entry the events come from.
-	onEvents func(term uint64, events []schema.Event)
+	// mu, with the term of the entry the events come from and the tenant
+	// whose events they are.
+	onEvents func(term uint64, tenant string, events []schema.Event)
 	// OnResult, when set, sees the result of every command after index
 	// countFrom and the lease-clock time it applied at, on the FSM
 	// goroutine, outside mu (telemetry). Entries up to countFrom were in
@@ -62,7 +65,7 @@ type StateMachine struct {
 
 var _ raft.BatchingFSM = (*StateMachine)(nil)
 
-func NewStateMachine(onEvents func(uint64, []schema.Event)) *StateMachine {
+func NewStateMachine(onEvents func(term uint64, tenant string, events []schema.Event)) *StateMachine {
 	return &StateMachine{state: fsm.New(), onEvents: onEvents, Applied: NewAppliedIndex()}
 }
 
@@ -108,14 +111,14 @@ func (m *StateMachine) ApplyBatch(logs []*raft.Log) []any {
 	if len(logs) > 0 {
 		// Under the lock, so the applied index always matches the state.
 		m.Applied.set(logs[len(logs)-1].Index)
-		m.cachedView = nil
+		m.dropViews()
 	}
 	m.mu.Unlock()
 	for i, rs := range results {
 		for j := range rs {
 			r := &rs[j]
 			if len(r.Events) > 0 {
-				m.onEvents(logs[i].Term, r.Events)
+				m.onEvents(logs[i].Term, r.Tenant, r.Events)
 			}
 			// Telemetry counts commands, not entries.
 			if m.OnResult != nil && logs[i].Index > m.CountFrom {
@@ -148,26 +151,50 @@ func (m *StateMachine) Read(f func(*fsm.State)) {
 	f(m.state)
 }
 
-// View returns a point-in-time View of the state as it stands, for a read
-// that walks many keys: it runs on the View without the lock, so Apply
-// does not wait for it. Taking a View holds the lock for a moment (a btree
-// Clone writes to the tree it clones, so not under the read lock), and
-// makes the next writes copy the tree nodes on their paths, so a read that
-// looks one thing up uses read instead. Reads between two applies share
-// one View.
-func (m *StateMachine) View() *fsm.View {
+// View returns a point-in-time View of tenant's space as it stands, for
+// a read that walks many keys: it runs on the View without the lock, so
+// Apply does not wait for it. Taking a View holds the lock for a moment (a
+// btree Clone writes to the tree it clones, so not under the read lock),
+// and makes the next writes copy the tree nodes on their paths, so a read
+// that looks one thing up uses read instead. Reads of one tenant between
+// two applies share one View.
+func (m *StateMachine) View(tenant string) *fsm.View {
 	m.mu.RLock()
-	v := m.cachedView
+	v := m.cachedViewOf(tenant)
 	m.mu.RUnlock()
 	if v != nil {
 		return v
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.cachedView == nil {
-		m.cachedView = m.state.View()
+	if v := m.cachedViewOf(tenant); v != nil {
+		return v
 	}
-	return m.cachedView
+	if tenant == fsm.DefaultTenant {
+		m.cachedView = m.state.View()
+		return m.cachedView
+	}
+	v = m.state.In(tenant).View()
+	if m.tenantViews == nil {
+		m.tenantViews = map[string]*fsm.View{}
+	}
+	m.tenantViews[tenant] = v
+	return v
+}
+
+// cachedViewOf returns the view of tenant taken since the last apply, or
+// nil. Called under mu.
+func (m *StateMachine) cachedViewOf(tenant string) *fsm.View {
+	if tenant == fsm.DefaultTenant {
+		return m.cachedView
+	}
+	return m.tenantViews[tenant]
+}
+
+// dropViews forgets the views taken before an apply. Called under mu.
+func (m *StateMachine) dropViews() {
+	m.cachedView = nil
+	clear(m.tenantViews)
 }
 
 // Digest returns the applied index and revision and, when withHash, the
@@ -238,7 +265,8 @@ func (m *StateMachine) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
 	m.mu.Lock()
-	m.state, m.cachedView = ns, nil
+	m.state = ns
+	m.dropViews()
 	m.snapshotHolds(m.commands.Load())
 	m.mu.Unlock()
 	m.Applied.set(applied)

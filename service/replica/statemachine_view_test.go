@@ -42,14 +42,14 @@ func prefixKeys(v *fsm.View) []string {
 // the next read take a new one, which shows the change, while a view
 // already handed out keeps its moment.
 func TestStateMachineViewFollowsApplies(t *testing.T) {
-	m := NewStateMachine(func(uint64, []schema.Event) {})
+	m := NewStateMachine(func(uint64, string, []schema.Event) {})
 	m.ApplyBatch([]*raft.Log{putLog(t, 1, "a")})
-	v1 := m.View()
-	if m.View() != v1 {
+	v1 := m.View(fsm.DefaultTenant)
+	if m.View(fsm.DefaultTenant) != v1 {
 		t.Fatal("two reads with no apply between took two views")
 	}
 	m.ApplyBatch([]*raft.Log{putLog(t, 2, "b"), putLog(t, 3, "c")})
-	v2 := m.View()
+	v2 := m.View(fsm.DefaultTenant)
 	if v2 == v1 {
 		t.Fatal("a read after an apply got the view from before it")
 	}
@@ -78,7 +78,7 @@ func TestStateMachineViewFollowsApplies(t *testing.T) {
 	if err := m.Restore(io.NopCloser(&buf)); err != nil {
 		t.Fatal(err)
 	}
-	if got := fmt.Sprint(prefixKeys(m.View())); got != "[x y]" {
+	if got := fmt.Sprint(prefixKeys(m.View(fsm.DefaultTenant))); got != "[x y]" {
 		t.Fatalf("view after a restore: keys %s, want [x y]", got)
 	}
 }
@@ -87,7 +87,7 @@ func TestStateMachineViewFollowsApplies(t *testing.T) {
 // a reader gets is a state the log went through: its revision counts its
 // keys (one new key per entry), and its keys are the first that many.
 func TestStateMachineViewsBesideApplies(t *testing.T) {
-	m := NewStateMachine(func(uint64, []schema.Event) {})
+	m := NewStateMachine(func(uint64, string, []schema.Event) {})
 	const entries = 2000
 	var wg sync.WaitGroup
 	done := make(chan struct{})
@@ -102,7 +102,7 @@ func TestStateMachineViewsBesideApplies(t *testing.T) {
 					return
 				default:
 				}
-				v := m.View()
+				v := m.View(fsm.DefaultTenant)
 				keys := prefixKeys(v)
 				if int64(len(keys)) != v.Revision() {
 					errs <- fmt.Errorf("a view at revision %d holds %d keys", v.Revision(), len(keys))
@@ -126,7 +126,7 @@ func TestStateMachineViewsBesideApplies(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if v := m.View(); v.Revision() != entries || v.KeyCount() != entries {
+	if v := m.View(fsm.DefaultTenant); v.Revision() != entries || v.KeyCount() != entries {
 		t.Fatalf("last view: revision %d, %d keys", v.Revision(), v.KeyCount())
 	}
 }
@@ -140,7 +140,7 @@ const applyPause = 100 * time.Microsecond
 // thousand puts as a leader's would be.
 func loadPrefix(b *testing.B, keys int) (*StateMachine, json.RawMessage) {
 	b.Helper()
-	m := NewStateMachine(func(uint64, []schema.Event) {})
+	m := NewStateMachine(func(uint64, string, []schema.Event) {})
 	value := json.RawMessage(`"` + strings.Repeat("v", 98) + `"`)
 	var index uint64
 	batch := make([][]byte, 0, 1000)
@@ -159,7 +159,7 @@ func loadPrefix(b *testing.B, keys int) (*StateMachine, json.RawMessage) {
 			batch = batch[:0]
 		}
 	}
-	if v := m.View(); v.KeyCount() != keys {
+	if v := m.View(fsm.DefaultTenant); v.KeyCount() != keys {
 		b.Fatalf("loaded %d keys, want %d", v.KeyCount(), keys)
 	}
 	return m, value
@@ -198,7 +198,7 @@ func BenchmarkApplyBesideBigReads(b *testing.B) {
 						if mode == "reads-locked" {
 							m.Read(func(st *fsm.State) { reply = st.Get(q, st.Now()) })
 						} else {
-							v := m.View()
+							v := m.View(fsm.DefaultTenant)
 							reply = v.Get(q, v.Now())
 						}
 						if reply.Count == 0 || len(reply.KVs) == 0 {

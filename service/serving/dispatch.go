@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/service/decode"
 	"github.com/concord-io/concord/subjects"
@@ -72,7 +73,7 @@ func (s *Server) Unsubscribe() {
 // dispatch hands the request to a worker: a subscription callback runs
 // serially, and serial handling would cap throughput at one Raft round trip
 // per request.
-func (s *Server) dispatch(ep subjects.Endpoint, m *nats.Msg, h HandlerFunc) {
+func (s *Server) dispatch(ep subjects.Endpoint, m *nats.Msg, h handler) {
 	s.pool.submit(job{ep: ep, m: m, h: h})
 }
 
@@ -80,7 +81,7 @@ func (s *Server) dispatch(ep subjects.Endpoint, m *nats.Msg, h HandlerFunc) {
 type job struct {
 	ep subjects.Endpoint // what the request counts toward in reqStats
 	m  *nats.Msg
-	h  HandlerFunc
+	h  handler
 }
 
 // workerIdle is how long a worker waits for a request before it exits.
@@ -97,8 +98,12 @@ func (s *Server) handle(j job) {
 	if e == nil {
 		_, e = decode.Deadline(j.m, start)
 	}
+	tenant := fsm.DefaultTenant
 	if e == nil {
-		reply, e = s.serve(j.m, j.h)
+		tenant, e = requestTenant(j.ep, j.m)
+	}
+	if e == nil {
+		reply, e = s.serve(j.m, tenant, j.h)
 	}
 	// Count what was sent: a reply too large for NATS goes out as an error.
 	e = s.Respond(j.m, reply, e)
@@ -124,7 +129,17 @@ func (s *Server) fenceError(ep subjects.Endpoint) *schema.Error {
 	return s.node.ConflictError()
 }
 
-func (s *Server) serve(m *nats.Msg, h HandlerFunc) (reply any, e *schema.Error) {
+// requestTenant returns the tenant of a request to ep (decode.Tenant), and
+// refuses a tenant the endpoints that act on the whole cluster.
+func requestTenant(ep subjects.Endpoint, m *nats.Msg) (string, *schema.Error) {
+	tenant, e := decode.Tenant(m)
+	if e == nil && tenant != fsm.DefaultTenant && !ep.ForTenants() {
+		e = schema.Errorf(schema.ErrForbidden, "%s acts on the whole cluster: only Concord's own account may call it, not account %s", ep, tenant)
+	}
+	return tenant, e
+}
+
+func (s *Server) serve(m *nats.Msg, tenant string, h handler) (reply any, e *schema.Error) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.cfg.Log.Error("handler panic", "subject", m.Subject, "panic", r, "stack", string(debug.Stack()))
@@ -134,7 +149,7 @@ func (s *Server) serve(m *nats.Msg, h HandlerFunc) (reply any, e *schema.Error) 
 	// Writes are bounded by raft.Apply's own timeout, so only reads make a
 	// deadline of their own (readBarrier.now): a timer per request showed in the
 	// keep-alive profile.
-	return h(s.ctx, m)
+	return h(s.ctx, m, tenant)
 }
 
 // workerPool runs jobs on long-lived workers, so their stacks stay grown.

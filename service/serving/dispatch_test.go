@@ -6,7 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/service/decode"
 	"github.com/concord-io/concord/service/internal/testwait"
 	"github.com/concord-io/concord/subjects"
 )
@@ -89,5 +93,36 @@ func TestFenceSparesClusterStatus(t *testing.T) {
 	}
 	if e := s.fenceError(subjects.ClusterStatus); e != nil {
 		t.Fatalf("cluster status during the conflict: %v, want served", e)
+	}
+}
+
+// A request's tenant comes from the server-stamped header; a tenant may
+// call the lease and kv endpoints, and is refused the cluster ones.
+func TestRequestTenant(t *testing.T) {
+	stamped := func(acc string) *nats.Msg {
+		return &nats.Msg{Header: nats.Header{decode.HeaderRequestInfo: {`{"acc":"` + acc + `"}`}}}
+	}
+	if tn, e := requestTenant(subjects.KVPut, &nats.Msg{}); e != nil || tn != fsm.DefaultTenant {
+		t.Fatalf("no header: %q %v", tn, e)
+	}
+	if tn, e := requestTenant(subjects.LeaseKeepAliveMany, stamped("A")); e != nil || tn != "A" {
+		t.Fatalf("stamped: %q %v", tn, e)
+	}
+	for _, ep := range subjects.Endpoints {
+		_, e := requestTenant(ep, stamped("A"))
+		if ep.ForTenants() != (e == nil) {
+			t.Errorf("%s for tenant A: %v", ep, e)
+		}
+		if e != nil && (e.Name != schema.ErrForbidden || e.Code != 403) {
+			t.Errorf("%s for tenant A: %v, want 403 forbidden", ep, e)
+		}
+		if _, e := requestTenant(ep, &nats.Msg{}); e != nil {
+			t.Errorf("%s for the default tenant: %v", ep, e)
+		}
+	}
+	two := stamped("A")
+	two.Header.Add(decode.HeaderRequestInfo, `{"acc":"B"}`)
+	if _, e := requestTenant(subjects.KVGet, two); e == nil || e.Name != schema.ErrInvalidRequest {
+		t.Fatalf("two headers: %v", e)
 	}
 }

@@ -19,8 +19,8 @@ import (
 // of one key or one lease under the state's read lock, anything that may
 // walk many entries on a view taken after the barrier (stateMachine.view),
 // so that Apply never waits for it.
-func (s *Server) handlers() map[subjects.Endpoint]HandlerFunc {
-	return map[subjects.Endpoint]HandlerFunc{
+func (s *Server) handlers() map[subjects.Endpoint]handler {
+	return map[subjects.Endpoint]handler{
 		subjects.LeaseGrant:         proposes(s, noBodyKey(s.cfg.Decoder.Grant)),
 		subjects.LeaseKeepAlive:     proposes(s, noBodyKey(s.cfg.Decoder.KeepAlive)),
 		subjects.LeaseKeepAliveMany: proposes(s, noBodyKey(s.cfg.Decoder.KeepAliveMany)),
@@ -35,13 +35,13 @@ func (s *Server) handlers() map[subjects.Endpoint]HandlerFunc {
 		subjects.KVHistory:          s.handleHistory,
 		subjects.KVCompact:          proposes(s, noBodyKey(s.cfg.Decoder.Compact)),
 
-		subjects.ClusterJoin:     s.cfg.Cluster.Join,
-		subjects.ClusterRemove:   s.cfg.Cluster.Remove,
-		subjects.ClusterStatus:   s.cfg.Cluster.Status,
-		subjects.ClusterSnapshot: s.cfg.Cluster.Snapshot,
+		subjects.ClusterJoin:     ownAccount(s.cfg.Cluster.Join),
+		subjects.ClusterRemove:   ownAccount(s.cfg.Cluster.Remove),
+		subjects.ClusterStatus:   ownAccount(s.cfg.Cluster.Status),
+		subjects.ClusterSnapshot: ownAccount(s.cfg.Cluster.Snapshot),
 
-		subjects.ClusterBackup:      s.handleBackup,
-		subjects.ClusterBackupChunk: s.handleBackupChunk, // replies with raw bytes (backup.go)
+		subjects.ClusterBackup:      ownAccount(s.handleBackup),
+		subjects.ClusterBackupChunk: ownAccount(s.handleBackupChunk), // replies with raw bytes (backup.go)
 	}
 }
 
@@ -50,8 +50,8 @@ func (s *Server) handlers() map[subjects.Endpoint]HandlerFunc {
 // under the request's key (decode.IdempotencyKey), no later than its
 // deadline (decode.Deadline), and reply with what applying it produced. A request
 // that does not decode is refused before the log.
-func proposes[C any](s *Server, decodeBody func([]byte) (C, string, *schema.Error)) HandlerFunc {
-	return func(_ context.Context, m *nats.Msg) (any, *schema.Error) {
+func proposes[C any](s *Server, decodeBody func([]byte) (C, string, *schema.Error)) handler {
+	return func(_ context.Context, m *nats.Msg, tenant string) (any, *schema.Error) {
 		cmd, bodyKey, e := decodeBody(m.Data)
 		if e != nil {
 			return nil, e
@@ -64,7 +64,7 @@ func proposes[C any](s *Server, decodeBody func([]byte) (C, string, *schema.Erro
 		if e != nil {
 			return nil, e
 		}
-		res, e := s.proposeUntil(cmd, key, deadline)
+		res, e := s.proposeUntil(tenant, cmd, key, deadline)
 		if e != nil {
 			return nil, e
 		}
@@ -81,7 +81,7 @@ func noBodyKey[C any](decodeBody func([]byte) (C, *schema.Error)) func([]byte) (
 	}
 }
 
-func (s *Server) handleChanges(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
+func (s *Server) handleChanges(ctx context.Context, m *nats.Msg, tenant string) (any, *schema.Error) {
 	q, e := s.cfg.Decoder.Changes(m.Data)
 	if e != nil {
 		return nil, e
@@ -90,14 +90,14 @@ func (s *Server) handleChanges(ctx context.Context, m *nats.Msg) (any, *schema.E
 		return nil, e
 	}
 	q.MaxBytes = s.cfg.Decoder.ReplyBytes()
-	reply, err := s.sm.View().Changes(q)
+	reply, err := s.sm.View(tenant).Changes(q)
 	if err != nil {
 		return nil, errorFor(err)
 	}
 	return reply, nil
 }
 
-func (s *Server) handleInfo(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
+func (s *Server) handleInfo(ctx context.Context, m *nats.Msg, tenant string) (any, *schema.Error) {
 	req, e := s.cfg.Decoder.LeaseInfo(m.Data)
 	if e != nil {
 		return nil, e
@@ -110,10 +110,10 @@ func (s *Server) handleInfo(ctx context.Context, m *nats.Msg) (any, *schema.Erro
 	var err error
 	if req.Keys {
 		// Its keys may be many.
-		v := s.sm.View()
+		v := s.sm.View(tenant)
 		info, err = v.LeaseInfo(req.ID, true, max(now, v.Now()))
 	} else {
-		s.sm.Read(func(st *fsm.State) { info, err = st.LeaseInfo(req.ID, false, max(now, st.Now())) })
+		s.sm.Read(func(st *fsm.State) { info, err = st.In(tenant).LeaseInfo(req.ID, false, max(now, st.Now())) })
 	}
 	if err != nil {
 		return nil, errorFor(err)
@@ -121,7 +121,7 @@ func (s *Server) handleInfo(ctx context.Context, m *nats.Msg) (any, *schema.Erro
 	return info, nil
 }
 
-func (s *Server) handleList(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
+func (s *Server) handleList(ctx context.Context, m *nats.Msg, tenant string) (any, *schema.Error) {
 	req, e := s.cfg.Decoder.LeaseList(m.Data)
 	if e != nil {
 		return nil, e
@@ -130,11 +130,11 @@ func (s *Server) handleList(ctx context.Context, m *nats.Msg) (any, *schema.Erro
 	if e != nil {
 		return nil, e
 	}
-	v := s.sm.View()
+	v := s.sm.View(tenant)
 	return v.LeaseList(req.IncludeAnonymous, req.After, req.Limit, max(now, v.Now())), nil
 }
 
-func (s *Server) handleGet(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
+func (s *Server) handleGet(ctx context.Context, m *nats.Msg, tenant string) (any, *schema.Error) {
 	req, e := s.cfg.Decoder.Get(m.Data)
 	if e != nil {
 		return nil, e
@@ -148,13 +148,13 @@ func (s *Server) handleGet(ctx context.Context, m *nats.Msg) (any, *schema.Error
 	var err error
 	if !req.Query.IsPrefix && !req.Query.IsRange {
 		// One key, at the present or a past revision: a look-up.
-		s.sm.Read(func(st *fsm.State) { reply, err = st.GetAt(req.Query, req.Revision, max(now, st.Now())) })
+		s.sm.Read(func(st *fsm.State) { reply, err = st.In(tenant).GetAt(req.Query, req.Revision, max(now, st.Now())) })
 	} else {
 		buf := kvsPool.Get().(*[]schema.KeyValue)
 		req.Query.Into = *buf
 		pace := newListingPacer(s.cfg.ListingShare, s.proposer.writing, s.cfg.ListingPaused)
 		req.Query.Yield = pace.yield
-		v := s.sm.View()
+		v := s.sm.View(tenant)
 		reply, err = v.GetAt(req.Query, req.Revision, max(now, v.Now()))
 		if err != nil {
 			kvsPool.Put(buf)
@@ -205,7 +205,7 @@ func (r *pooledGetReply) release() {
 	}
 }
 
-func (s *Server) handleHistory(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
+func (s *Server) handleHistory(ctx context.Context, m *nats.Msg, tenant string) (any, *schema.Error) {
 	req, e := s.cfg.Decoder.History(m.Data)
 	if e != nil {
 		return nil, e
@@ -214,7 +214,7 @@ func (s *Server) handleHistory(ctx context.Context, m *nats.Msg) (any, *schema.E
 		return nil, e
 	}
 	req.Query.MaxBytes = s.cfg.Decoder.ReplyBytes()
-	reply, err := s.sm.View().History(req.Query)
+	reply, err := s.sm.View(tenant).History(req.Query)
 	if err != nil {
 		return nil, errorFor(err)
 	}

@@ -96,7 +96,7 @@ func endpointMetadata(ep subjects.Endpoint) map[string]string {
 // addMicroService registers this node's micro service and one endpoint per
 // request handler; the caller holds subsMu and stops the returned service
 // (also after an error, when it is not nil) on losing leadership.
-func (s *Server) addMicroService(handlers map[subjects.Endpoint]HandlerFunc) (micro.Service, error) {
+func (s *Server) addMicroService(handlers map[subjects.Endpoint]handler) (micro.Service, error) {
 	version, ok := microVersion(s.cfg.Version)
 	if !ok {
 		s.cfg.Log.Warn("the version is not a semantic version; nats micro shows "+fallbackMicroVersion, "version", s.cfg.Version)
@@ -160,7 +160,7 @@ func (s *Server) addMicroService(handlers map[subjects.Endpoint]HandlerFunc) (mi
 // subjects.Endpoints, which `nats micro info` keeps, followed by any
 // handler missing from that list (sorted), so that none goes unserved.
 // (TestMicroEndpointsMatchHandlers keeps the two in step.)
-func endpointOrder(handlers map[subjects.Endpoint]HandlerFunc) []subjects.Endpoint {
+func endpointOrder(handlers map[subjects.Endpoint]handler) []subjects.Endpoint {
 	out := make([]subjects.Endpoint, 0, len(handlers))
 	for _, ep := range subjects.Endpoints {
 		if _, ok := handlers[ep]; ok {

@@ -51,7 +51,7 @@ func (n *inmemNode) barrier() *readBarrier { return newReadBarrier(n, n, n, 5*ti
 
 func startInmemNode(t *testing.T) *inmemNode {
 	t.Helper()
-	n := &inmemNode{store: raft.NewInmemStore(), sm: replica.NewStateMachine(func(uint64, []schema.Event) {})}
+	n := &inmemNode{store: raft.NewInmemStore(), sm: replica.NewStateMachine(func(uint64, string, []schema.Event) {})}
 	addr, trans := raft.NewInmemTransport("")
 	conf := raft.DefaultConfig()
 	conf.LocalID = "n1"

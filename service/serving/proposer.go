@@ -287,12 +287,12 @@ func (p *proposer) dropExpired(batch []*proposal) []*proposal {
 // closer one, and it keeps a command that goes alone byte for byte the
 // entry it always was.
 func (s *Server) Propose(body any, idempotencyKey string) (*fsm.Result, *schema.Error) {
-	return s.proposeUntil(body, idempotencyKey, time.Time{})
+	return s.proposeUntil(fsm.DefaultTenant, body, idempotencyKey, time.Time{})
 }
 
 // proposeUntil is propose for a request with a deadline: its command does
 // not enter the log once the deadline has passed (zero: no deadline).
-func (s *Server) proposeUntil(body any, idempotencyKey string, deadline time.Time) (*fsm.Result, *schema.Error) {
+func (s *Server) proposeUntil(tenant string, body any, idempotencyKey string, deadline time.Time) (*fsm.Result, *schema.Error) {
 	now, ok := s.node.LeaseNow()
 	if !ok {
 		return nil, schema.Errorf(schema.ErrNotLeader, "this node is not the leader")
@@ -304,10 +304,14 @@ func (s *Server) proposeUntil(body any, idempotencyKey string, deadline time.Tim
 	}
 	// During a rolling upgrade a member on an older release could not apply
 	// the newer commands: they wait until every member reads them.
-	if need := fsm.RequiredLogFormat(body); need > fsm.LogFormatBatch && !s.node.AllRead(need) {
+	need := fsm.RequiredLogFormat(body)
+	if tenant != fsm.DefaultTenant {
+		need = max(need, fsm.LogFormatTenant)
+	}
+	if need > fsm.LogFormatBatch && !s.node.AllRead(need) {
 		return nil, schema.Errorf(schema.ErrUnavailable, "not every member of the cluster has said it runs a release that applies this request (log format %d); retry once every node runs this release", need)
 	}
-	data, err := fsm.EncodeKeyed(now, idempotencyKey, body)
+	data, err := fsm.EncodeFor(now, tenant, idempotencyKey, body)
 	if err != nil {
 		return nil, schema.Errorf(schema.ErrInternal, "%v", err)
 	}

@@ -47,7 +47,7 @@ func (a *gatedApply) Response() any { <-a.done; return a.resp }
 func (a *gatedApply) Index() uint64 { return 0 }
 
 func newGatedLog() *gatedLog {
-	return &gatedLog{sm: replica.NewStateMachine(func(uint64, []schema.Event) {})}
+	return &gatedLog{sm: replica.NewStateMachine(func(uint64, string, []schema.Event) {})}
 }
 
 func (g *gatedLog) apply(entry []byte) raft.ApplyFuture {

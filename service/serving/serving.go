@@ -48,15 +48,27 @@ type Node interface {
 type State interface {
 	// Read calls f under the state's read lock.
 	Read(f func(*fsm.State))
-	// View returns a view of the state as it stands, for long reads.
-	View() *fsm.View
+	// View returns a view of a tenant's space as it stands, for long
+	// reads.
+	View(tenant string) *fsm.View
 	// BackupSnapshot takes the state's snapshot with its applied index
 	// and revision.
 	BackupSnapshot() (snap *fsm.Snapshot, applied uint64, revision int64)
 }
 
-// HandlerFunc serves one request.
+// HandlerFunc serves one request of Concord's own account (the cluster
+// endpoints, which tenants cannot call).
 type HandlerFunc func(ctx context.Context, m *nats.Msg) (any, *schema.Error)
+
+// handler serves one request of a tenant (fsm.DefaultTenant for Concord's
+// own account).
+type handler func(ctx context.Context, m *nats.Msg, tenant string) (any, *schema.Error)
+
+// ownAccount adapts the handler of an endpoint that tenants cannot call
+// (handle refuses them before it runs).
+func ownAccount(h HandlerFunc) handler {
+	return func(ctx context.Context, m *nats.Msg, _ string) (any, *schema.Error) { return h(ctx, m) }
+}
 
 // ClusterHandlers are the cluster endpoints the node serves itself, since
 // they act on Raft's membership: the server routes them like any other.
