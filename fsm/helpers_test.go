@@ -323,6 +323,16 @@ func checkSpaceInvariants(s *State) error {
 	if got := s.Expired(now, 0); !reflect.DeepEqual(got, wantExpired) {
 		return fmt.Errorf("Expired(%d, 0) = %v, want %v", now, got, wantExpired)
 	}
+	revs, last := int64(0), int64(-1)
+	s.hist.byRev.Ascend(func(v *version) bool {
+		if v.rev != last {
+			revs, last = revs+1, v.rev
+		}
+		return true
+	})
+	if revs != s.hist.revs {
+		return fmt.Errorf("the change log holds %d revisions, its count says %d", revs, s.hist.revs)
+	}
 	first, ok := s.expiry.Min()
 	if ok != (len(deadlines) > 0) || (ok && first.deadline != deadlines[0].deadline) {
 		return fmt.Errorf("first deadline = %d, %v; deadlines %v", first.deadline, ok, deadlines)

@@ -122,6 +122,10 @@ type history struct {
 	// floor is the compaction floor: the changes at or below it are gone,
 	// and the keyspace can be read at any revision from it on.
 	floor int64
+	// revs counts the revisions byRev holds changes at. A space's log
+	// skips the revisions of other tenants, so retention counts these
+	// rather than subtracting revision numbers.
+	revs int64
 }
 
 func newHistory() history {
@@ -131,7 +135,7 @@ func newHistory() history {
 // clone returns a copy-on-write copy of h. It changes h too: h's key index
 // takes a new owner mark.
 func (h *history) clone() history {
-	return history{byRev: h.byRev.Clone(), byKey: h.byKey.clone(), floor: h.floor}
+	return history{byRev: h.byRev.Clone(), byKey: h.byKey.clone(), floor: h.floor, revs: h.revs}
 }
 
 // latest returns the newest version of key at or below rev that the key
@@ -149,6 +153,9 @@ func (s *State) recordChanges(events []schema.Event, now int64) {
 	var last map[string]int // a key's last event, for commands of many
 	for i := range events {
 		e := &events[i]
+		if i == 0 || e.Revision != events[i-1].Revision {
+			h.revs++
+		}
 		var prev *record
 		if i < len(s.prevs) {
 			prev = s.prevs[i]
@@ -293,10 +300,17 @@ func (h history) changeOf(r *record, pivot *version) *version {
 // HistoryRevisions revisions and none older than HistoryAgeMS, whichever
 // keeps less. A pure function of the state and the command's time, so
 // every replica compacts at the same point of the log.
+//
+// The revisions counted are those the space's change log holds: a
+// tenant's history keeps its own last HistoryRevisions revisions however
+// many other tenants write, and so does the default tenant's. With one
+// tenant, which holds every revision, that is the last HistoryRevisions
+// revisions of the cluster, as before tenants.
 func (s *State) retain(now int64) {
 	h := &s.hist
-	if floor := s.revision - s.limits.HistoryRevisions; floor > h.floor {
-		s.compactTo(floor)
+	for h.revs > s.limits.HistoryRevisions {
+		oldest, _ := h.byRev.Min()
+		s.compactTo(oldest.rev)
 	}
 	for s.limits.HistoryAgeMS > 0 {
 		oldest, ok := h.byRev.Min()
@@ -317,10 +331,15 @@ func (s *State) compactTo(rev int64) {
 	if rev <= h.floor {
 		return
 	}
+	gone := int64(0) // the last revision removed
 	for {
 		v, ok := h.byRev.Min()
 		if !ok || v.rev > rev {
 			break
+		}
+		if v.rev != gone {
+			h.revs--
+			gone = v.rev
 		}
 		h.byRev.DeleteMin()
 		h.byKey.compacted(v)

@@ -601,6 +601,7 @@ func (rs *restorer) changeLog() ([]*version, error) {
 		start[i] += start[i-1]
 	}
 	rs.owned = append(rs.owned, owned)
+	s.hist.revs = int64(len(owned.revs))
 	byRev := make([]*version, rs.above)
 	for _, v := range rs.vers {
 		if v.rev <= floor {

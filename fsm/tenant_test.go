@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -269,4 +270,43 @@ func TestTenantView(t *testing.T) {
 	eq(t, "A's view", string(got.KVs[0].Value), `1`)
 	eq(t, "the view's tenant", v.Tenant(), "A")
 	eq(t, "the default view", string(s.View().Get(GetQuery{Key: "k"}, t0).KVs[0].Value), `2`)
+}
+
+// One tenant's writes never push another's history below what retention
+// promises it: each keeps its own last HistoryRevisions revisions.
+func TestTenantRetentionIsPerTenant(t *testing.T) {
+	s := New()
+	mustApply(t, s, t0, &Limits{MaxLeases: 100, MaxKeysPerLease: 10, HistoryRevisions: 20})
+	for i := range 10 {
+		mustApplyFor(t, s, "B", t0, &Put{Key: "b", Value: val(fmt.Sprint(i))})
+	}
+	for i := range 500 {
+		mustApplyFor(t, s, "A", t0, &Put{Key: fmt.Sprintf("a%d", i%7), Value: val(fmt.Sprint(i))})
+	}
+	// B writes again: its retention runs, and still keeps its 11 changes.
+	mustApplyFor(t, s, "B", t0, &Put{Key: "b", Value: val(`10`)})
+	h, err := s.In("B").History(HistoryQuery{Key: "b", Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "B's history after A's 500 writes", len(h.Records), 11)
+	eq(t, "B's floor", s.In("B").CompactRevision(), int64(0))
+	// A keeps its last 20 revisions; its floor is where they begin.
+	ua := s.In("A").Usage()
+	eq(t, "A's changes", ua.HistoryChanges, int64(20))
+	eq(t, "A's floor", ua.CompactRevision, s.Revision()-21) // B's last write is above A's
+	// B's 21st revision pushes out its first.
+	for i := range 10 {
+		mustApplyFor(t, s, "B", t0, &Put{Key: "b", Value: val(fmt.Sprint(11 + i))})
+	}
+	eq(t, "B at 21 revisions keeps 20", s.In("B").Usage().HistoryChanges, int64(20))
+	if err := checkInvariants(s); err != nil {
+		t.Fatal(err)
+	}
+	// And the same after a snapshot and restore.
+	r := restored(t, snap(t, s))
+	eq(t, "digest after restore", stateDigest(r), stateDigest(s))
+	if err := checkInvariants(r); err != nil {
+		t.Fatal(err)
+	}
 }
