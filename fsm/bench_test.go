@@ -125,7 +125,7 @@ func BenchmarkRevoke10kKeys(b *testing.B) {
 // once in a tree, so they are shared.
 func deepCopy(s *State) *State {
 	c := New()
-	c.revision, c.now, c.limits, c.leaseTotal = s.revision, s.now, s.limits, s.leaseTotal
+	c.revision, c.now, c.limits, c.leaseTotal, c.quotas = s.revision, s.now, s.limits, s.leaseTotal, s.quotas
 	s.each(func(sp *space) {
 		cs := newSpace(sp.name)
 		sp.kv.Ascend(func(r *record) bool { cs.kv.ReplaceOrInsert(r); return true })
@@ -137,7 +137,7 @@ func deepCopy(s *State) *State {
 			cs.idemByKey.ReplaceOrInsert(e)
 			return true
 		})
-		cs.nextLeaseID, cs.anonymous, cs.idemSeq = sp.nextLeaseID, sp.anonymous, sp.idemSeq
+		cs.nextLeaseID, cs.anonymous, cs.idemSeq, cs.valueBytes = sp.nextLeaseID, sp.anonymous, sp.idemSeq, sp.valueBytes
 		cs.hist = sp.hist.clone()
 		if sp.name == DefaultTenant {
 			c.spaces[DefaultTenant], c.space = cs, cs

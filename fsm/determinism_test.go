@@ -22,6 +22,7 @@ func stateDigest(all *State) string {
 	e, a := all.LeaseCount()
 	fmt.Fprintf(&b, "rev %d now %d limits %+v keys %d leases %d/%d next %d %v tenants %q\n", all.Revision(), all.Now(), all.Limits(),
 		all.KeyCount(), e, a, nd, ok, all.Tenants())
+	fmt.Fprintf(&b, "quotas %v\n", all.Quotas()) // fmt prints a map in key order
 	for _, t := range all.Tenants() {
 		s := all.In(t)
 		now := s.Now()
@@ -160,6 +161,9 @@ func TestDeterminismSameLogSameBytes(t *testing.T) {
 				if u := a.In(tenant).Usage(); u.Keys == 0 || u.HistoryChanges == 0 {
 					t.Fatalf("tenant %q was left %+v: its commands did too little", tenant, u)
 				}
+			}
+			if len(a.Quotas()) == 0 {
+				t.Fatal("the log set no quota")
 			}
 			eq(t, "digest", stateDigest(a), stateDigest(b))
 		})

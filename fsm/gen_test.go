@@ -183,6 +183,16 @@ func (g *cmdGen) next(all *State) []byte {
 	default:
 		return g.bad(now)
 	}
+	if len(g.tenants) > 1 && g.tr.Intn(80) == 0 {
+		// An operator sets or clears a tenant's quota, or the default
+		// one: small enough that the tenants run into them.
+		q := &SetQuota{Tenant: g.tenants[len(g.tenants)-1-g.tr.Intn(2)], Clear: g.tr.Intn(4) == 0,
+			Quota: Quota{Leases: g.tr.Int63n(8), Keys: g.tr.Int63n(12), ValueBytes: g.tr.Int63n(400), KeepAliveMany: g.tr.Int63n(4)}}
+		if g.tr.Intn(3) == 0 {
+			q.Tenant = QuotaDefault
+		}
+		body, tenant = q, DefaultTenant
+	}
 	key := ""
 	switch x := g.r.Intn(100); {
 	case x < 9 && len(g.keyed) > 0:

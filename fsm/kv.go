@@ -86,9 +86,18 @@ func (s *State) putAt(now, rev int64, p *Put) (*schema.KVPutReply, schema.Event,
 		if cur == nil && s.leaseTotal >= s.limits.MaxLeases {
 			return nil, schema.Event{}, errf(ErrLimitExceeded, "%d active leases is the maximum", s.limits.MaxLeases)
 		}
+		if cur == nil {
+			if err := s.checkLeaseQuota(); err != nil {
+				return nil, schema.Event{}, err
+			}
+		}
 		if !s.idsLeft() {
 			return nil, schema.Event{}, errf(ErrLimitExceeded, "every lease id up to %d has been used", int64(MaxLeaseID))
 		}
+	}
+
+	if err := s.checkPutQuota(old, int64(len(p.Value)+len(p.Metadata))); err != nil {
+		return nil, schema.Event{}, err
 	}
 
 	reply := &schema.KVPutReply{}
@@ -127,6 +136,10 @@ func (s *State) putAt(now, rev int64, p *Put) (*schema.KVPutReply, schema.Event,
 		rec.version = old.version + 1
 	}
 	s.kv.ReplaceOrInsert(rec)
+	s.valueBytes += rec.size()
+	if old != nil {
+		s.valueBytes -= old.size()
+	}
 	s.prevs = append(s.prevs, old)
 	reply.Revision = rev
 	ev := schema.Event{
@@ -213,6 +226,7 @@ func (s *State) deleteAt(now, rev int64, d *Delete, victims []*record, opIndex i
 	events := make([]schema.Event, len(victims))
 	for i, r := range victims {
 		s.kv.Delete(r)
+		s.valueBytes -= r.size()
 		if r.lease != 0 {
 			s.detach(r.lease, r.key)
 		}

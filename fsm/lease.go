@@ -74,6 +74,9 @@ func (s *State) grant(now int64, g *Grant) (any, error) {
 	if s.leaseTotal >= s.limits.MaxLeases {
 		return nil, errf(ErrLimitExceeded, "%d active leases is the maximum", s.limits.MaxLeases)
 	}
+	if err := s.checkLeaseQuota(); err != nil {
+		return nil, err
+	}
 	id := g.ID
 	if id < 0 || id > MaxLeaseID {
 		return nil, errf(ErrLimitExceeded, "lease id %d is outside 1..%d", id, int64(MaxLeaseID))
@@ -190,6 +193,7 @@ func (s *State) removeLeaseWithKeys(l *lease, cause string, events []schema.Even
 		for i, k := range keys {
 			s.attached.Delete(attachment{l.id, k})
 			prev, _ := s.kv.Delete(&record{key: k})
+			s.valueBytes -= prev.size()
 			s.prevs = append(s.prevs, prev)
 			events = append(events, deleteEvent(k, s.revision, i, l.id, cause))
 		}

@@ -30,6 +30,8 @@ const (
 	OpKeepAliveMany Op = 9
 	// OpCompact raises the history's floor.
 	OpCompact Op = 10
+	// OpSetQuota sets a tenant's quota.
+	OpSetQuota Op = 11
 )
 
 // keyRule says what an idempotency key on a command does. The zero value
@@ -117,12 +119,38 @@ var ops = [...]opSpec{
 	OpKeepAliveMany: opEntry("keepalive_many", keyRemembered,
 		func(w encoder, b *KeepAliveMany) encoder { w.ids(b.IDs); return w },
 		func(d decoder) (*KeepAliveMany, decoder) { b := &KeepAliveMany{IDs: d.ids()}; return b, d },
-		func(s *State, now int64, b *KeepAliveMany) Result { return Result{Reply: s.keepAliveMany(now, b)} }),
+		func(s *State, now int64, b *KeepAliveMany) Result {
+			if err := s.checkKeepAliveManyQuota(len(b.IDs)); err != nil {
+				return Result{Err: err}
+			}
+			return Result{Reply: s.keepAliveMany(now, b)}
+		}),
 
 	OpCompact: opEntry("compact", keyRemembered,
 		func(w encoder, b *Compact) encoder { w.varint(b.Revision); return w },
 		func(d decoder) (*Compact, decoder) { b := &Compact{Revision: d.varint()}; return b, d },
 		applyReply((*State).compact)),
+
+	OpSetQuota: opEntry("set_quota", keyIgnored,
+		func(w encoder, b *SetQuota) encoder {
+			w.bytes([]byte(b.Tenant))
+			w.flags(b.Clear)
+			for _, v := range b.Quota.fields() {
+				w.varint(v)
+			}
+			return w
+		},
+		func(d decoder) (*SetQuota, decoder) {
+			b := &SetQuota{Tenant: string(d.bytes())}
+			b.Clear = d.flags()&1 != 0
+			f := make([]int64, 5)
+			for i := range f {
+				f[i] = d.varint()
+			}
+			b.Quota = quotaOf(f)
+			return b, d
+		},
+		applyReply((*State).setQuota)),
 }
 
 // opEntry builds a table entry from functions typed for the body *T.

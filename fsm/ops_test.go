@@ -42,6 +42,8 @@ func goldenCommandCases() []struct {
 		{"keepalive-same-ttl", &KeepAlive{ID: MaxLeaseID}},
 		{"revoke", &Revoke{ID: 1 << 40}},
 		{"compact", &Compact{Revision: 123_456}},
+		{"set_quota", &SetQuota{Tenant: "TENANT_A", Quota: Quota{Leases: 100, Keys: 1000, ValueBytes: 1 << 20, KeepAliveMany: 50, RequestsPerSecond: 200}}},
+		{"set_quota_clear", &SetQuota{Tenant: QuotaDefault, Clear: true}},
 		{"put-extra", &Put{Key: "config.db", Value: val(`{"host":"db1"}`), PrevKV: true, ContentType: "application/json", Metadata: val(`{"owner":"ops"}`)}},
 		{"put-content-type-only", &Put{Key: "k", Value: val(`1`), ContentType: "text/plain"}},
 		{"txn-put-extra", &Txn{Success: []TxnOp{{Put: &Put{Key: "a", Value: val(`1`), Metadata: val(`{"m":1}`)}}, {Put: &Put{Key: "b", Value: val(`2`)}}}}},

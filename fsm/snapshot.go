@@ -40,6 +40,9 @@ type Snapshot struct {
 	// tenants' spaces, in name order, when this is the default one.
 	tenant  string
 	tenants []*Snapshot
+	// quotas are the tenants' quotas (shared with the state: never
+	// changed in place).
+	quotas map[string]Quota
 }
 
 // snapshotHeader is what a snapshot says about itself before its records:
@@ -140,6 +143,7 @@ func (s *State) Snapshot() *Snapshot {
 	for _, name := range s.names[1:] {
 		sn.tenants = append(sn.tenants, s.spaces[name].snapshot(s))
 	}
+	sn.quotas = s.quotas
 	return sn
 }
 

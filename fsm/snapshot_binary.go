@@ -81,6 +81,7 @@ const (
 	frameIdem    = 'I'
 	frameHistory = 'V'
 	frameTenant  = 'T'
+	frameQuota   = 'Q'
 	frameEnd     = 'E'
 )
 
@@ -98,6 +99,8 @@ func frameName(kind byte) string {
 		return "history"
 	case frameTenant:
 		return "tenant"
+	case frameQuota:
+		return "quota"
 	case frameEnd:
 		return "end"
 	}
@@ -402,6 +405,25 @@ func (sn *Snapshot) writeBinary(w io.Writer) (int64, error) {
 	for _, t := range sn.tenants {
 		t.writeSpace(e, e.tenant)
 	}
+	if len(sn.quotas) > 0 {
+		// After the spaces, so that a snapshot without quotas is what
+		// it was before they existed.
+		names := make([]string, 0, len(sn.quotas))
+		for n := range sn.quotas {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		e.start(frameQuota)
+		for _, n := range names {
+			p := appendString(e.buf, n)
+			for _, v := range sn.quotas[n].fields() {
+				p = binary.AppendVarint(p, v)
+			}
+			e.buf = p
+			e.endRecord()
+		}
+		e.endSection()
+	}
 	return e.finish()
 }
 
@@ -485,13 +507,15 @@ type binaryBatch struct {
 	vers   []snapshotVersion
 	// tenant is the header a tenant frame holds.
 	tenant *snapshotHeader
+	// quotas are the records of a quota frame.
+	quotas []quotaRecord
 	// err ends the batch: the frame could not be read, or its record n+1
 	// could not be decoded, or (for the end frame) data follows it.
 	err error
 }
 
 func (bb *binaryBatch) reset(kind byte) {
-	*bb = binaryBatch{kind: kind, leases: bb.leases[:0], kvs: bb.kvs[:0], idems: bb.idems[:0], vers: bb.vers[:0]}
+	*bb = binaryBatch{kind: kind, leases: bb.leases[:0], kvs: bb.kvs[:0], idems: bb.idems[:0], vers: bb.vers[:0], quotas: bb.quotas[:0]}
 }
 
 // binaryDecoder reads frames. Every length is checked against what is
@@ -598,6 +622,14 @@ func (d *binaryDecoder) decodeFrame(bb *binaryBatch) {
 				break
 			}
 			bb.tenant = d.tenant()
+		case frameQuota:
+			r := quotaRecord{name: string(d.bytes())}
+			f := make([]int64, 5)
+			for i := range f {
+				f[i] = d.varint()
+			}
+			r.quota = quotaOf(f)
+			bb.quotas = append(bb.quotas, r)
 		case frameEnd:
 			d.fail(errors.New("an end frame that is not empty"))
 		default:
@@ -1054,17 +1086,31 @@ func (s *binarySource) nextSpace() (*snapshotHeader, error) {
 	if c := s.cur; c != nil && s.i < c.n {
 		return nil, fmt.Errorf("more %s records than the header counts", frameName(c.kind))
 	}
-	c := s.nextBatch()
-	s.cur, s.i = c, 0
-	switch {
-	case c.err != nil:
-		return nil, c.err
-	case c.kind == frameTenant:
-		s.i = c.n
-		h := *c.tenant
-		return &h, nil
-	case c.kind != frameEnd:
-		return nil, fmt.Errorf("%s records where a tenant or the end is due", frameName(c.kind))
+	for {
+		c := s.nextBatch()
+		s.cur, s.i = c, 0
+		switch {
+		case c.err != nil:
+			return nil, c.err
+		case c.kind == frameTenant && len(s.rs.quotas) == 0:
+			s.i = c.n
+			h := *c.tenant
+			return &h, nil
+		case c.kind == frameQuota:
+			// The quotas, after every space: read them and go on to the
+			// end.
+			s.i = c.n
+			s.rs.quotas = append(s.rs.quotas, c.quotas...)
+			continue
+		case c.kind != frameEnd:
+			return nil, fmt.Errorf("%s records where a tenant, the quotas or the end is due", frameName(c.kind))
+		}
+		return nil, nil
 	}
-	return nil, nil
+}
+
+// quotaRecord is one tenant's quota, as a snapshot stores it.
+type quotaRecord struct {
+	name  string
+	quota Quota
 }

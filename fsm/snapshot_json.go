@@ -17,8 +17,8 @@ import (
 
 // writeJSON writes version 4.
 func (sn *Snapshot) writeJSON(w io.Writer) (int64, error) {
-	if len(sn.tenants) > 0 {
-		return 0, fmt.Errorf("%w: version 4 cannot hold the spaces of %d tenants; write version 5", ErrBadSnapshot, len(sn.tenants))
+	if len(sn.tenants) > 0 || len(sn.quotas) > 0 {
+		return 0, fmt.Errorf("%w: version 4 cannot hold tenants (%d) or their quotas (%d); write version 5", ErrBadSnapshot, len(sn.tenants), len(sn.quotas))
 	}
 	recs, live := sn.liveRecords()
 	cw := &countingWriter{w: bufio.NewWriterSize(w, 1<<16)}

@@ -48,6 +48,8 @@ type restorer struct {
 	above int
 	// owned are the revisions of each space's change log read so far.
 	owned []spaceRevisions
+	// quotas are the quota records read (version 5, after the spaces).
+	quotas []quotaRecord
 
 	// The slabs new records and versions are taken from.
 	records  []record
@@ -213,7 +215,33 @@ func (rs *restorer) read(src snapshotSource) error {
 	rs.s = main
 	main.leave()
 	main.each(func(sp *space) { main.leaseTotal += int64(sp.leases.Len()) })
+	if err := rs.readQuotas(main); err != nil {
+		return err
+	}
 	return rs.checkRevisionsOwned(main)
+}
+
+// readQuotas checks the quota records and gives them to s.
+func (rs *restorer) readQuotas(s *State) error {
+	if len(rs.quotas) == 0 {
+		return nil
+	}
+	s.quotas = make(map[string]Quota, len(rs.quotas))
+	for i, r := range rs.quotas {
+		if err := ValidateQuotaTenant(r.name); err != nil {
+			return fmt.Errorf("%w: a quota for %q: %v", ErrBadSnapshot, r.name, err)
+		}
+		if i > 0 && r.name <= rs.quotas[i-1].name {
+			return fmt.Errorf("%w: the quota of %q after %q: duplicate or out of order", ErrBadSnapshot, r.name, rs.quotas[i-1].name)
+		}
+		for _, v := range r.quota.fields() {
+			if v < 0 {
+				return fmt.Errorf("%w: the quota of %q is negative", ErrBadSnapshot, r.name)
+			}
+		}
+		s.quotas[r.name] = r.quota
+	}
+	return nil
 }
 
 // readTenant reads the space of a tenant into main: the restorer reads it
@@ -339,6 +367,7 @@ func (rs *restorer) readKeys(src snapshotSource) error {
 			rs.counts[li]++
 		}
 		rs.recs = append(grow(rs.recs, n), rec)
+		rs.s.valueBytes += rec.size()
 		kv.add(rs.recs)
 	}
 	kv.finish(rs.recs)

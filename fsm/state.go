@@ -117,6 +117,13 @@ type State struct {
 	// leaseTotal counts the leases of every space, for MaxLeases, which
 	// bounds the cluster's memory whatever the tenants.
 	leaseTotal int64
+	// quotas are the tenants' quotas (quota.go), QuotaDefault's included.
+	// Never changed in place (setQuota makes a new map), so views and
+	// snapshots share it.
+	quotas map[string]Quota
+	// quota is the quota of the tenant whose command is being applied,
+	// set by enter. Not part of the state or its snapshot.
+	quota Quota
 
 	// activity counts what the command being applied did to leases; it is
 	// reset by each command and is not part of the state or its snapshot.

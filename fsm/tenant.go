@@ -46,6 +46,9 @@ type space struct {
 
 	nextLeaseID int64
 	anonymous   int64
+	// valueBytes is the size of the space's records (record.size), for
+	// the ValueBytes quota: derived, rebuilt on restore.
+	valueBytes int64
 }
 
 func newSpace(name string) *space {
@@ -88,6 +91,7 @@ func (s *State) enter(tenant string) {
 		s.addSpace(sp)
 	}
 	s.space = sp
+	s.quota = s.QuotaOf(tenant)
 }
 
 // addSpace adds a new space, keeping names in order.
@@ -98,7 +102,7 @@ func (s *State) addSpace(sp *space) {
 }
 
 // leave goes back to the default space.
-func (s *State) leave() { s.space = s.spaces[DefaultTenant] }
+func (s *State) leave() { s.space, s.quota = s.spaces[DefaultTenant], Quota{} }
 
 // In returns the state as tenant sees it: a copy whose current space is
 // the tenant's (an empty one when the tenant has never written), for the
@@ -122,20 +126,23 @@ func (s *State) Tenant() string { return s.name }
 // name order.
 func (s *State) Tenants() []string { return slices.Clone(s.names) }
 
-// TenantUsage is what one tenant holds.
+// TenantUsage is what one tenant holds, and the quota it is held to.
 type TenantUsage struct {
 	Tenant          string
 	Keys            int64
 	Leases          int64
 	AnonymousLeases int64
+	ValueBytes      int64
 	HistoryChanges  int64
 	CompactRevision int64
+	Quota           Quota
 }
 
 // Usage returns what the current space holds.
 func (s *State) Usage() TenantUsage {
 	return TenantUsage{Tenant: s.name, Keys: int64(s.kv.Len()), Leases: int64(s.leases.Len()) - s.anonymous,
-		AnonymousLeases: s.anonymous, HistoryChanges: int64(s.hist.byRev.Len()), CompactRevision: s.hist.floor}
+		AnonymousLeases: s.anonymous, ValueBytes: s.valueBytes, HistoryChanges: int64(s.hist.byRev.Len()),
+		CompactRevision: s.hist.floor, Quota: s.QuotaOf(s.name)}
 }
 
 // each calls f with every space, in name order.

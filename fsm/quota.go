@@ -1,0 +1,156 @@
+package fsm
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Quotas bound what a tenant may hold. They are replicated state, set by a
+// command (SetQuota), so every replica refuses exactly the same requests:
+// a quota read from each node's own file could differ between nodes, and
+// the replicas would then apply different logs. The default tenant,
+// Concord's own account, has none: it is bounded by Limits alone.
+
+// QuotaDefault names, in SetQuota, the quota of every tenant that has
+// none of its own.
+const QuotaDefault = "*"
+
+// Quota is what one tenant may hold; a zero field is no bound.
+type Quota struct {
+	// Leases bounds the tenant's leases, anonymous ones included; Keys
+	// its keys; ValueBytes the bytes of its values and their metadata.
+	Leases, Keys, ValueBytes int64
+	// KeepAliveMany bounds the leases one keepalive_many may list.
+	KeepAliveMany int64
+	// RequestsPerSecond is enforced by the leader, not here: a rate
+	// concerns time, which the state machine does not read. It is kept
+	// here so that every leader enforces the same one.
+	RequestsPerSecond int64
+}
+
+// SetQuota sets a tenant's quota, or QuotaDefault's; Clear removes the
+// tenant's own, which then falls back to QuotaDefault's.
+type SetQuota struct {
+	Tenant string
+	Quota  Quota
+	Clear  bool
+}
+
+// ValidateQuotaTenant checks the tenant a quota names: a tenant other than
+// the default one, or QuotaDefault.
+func ValidateQuotaTenant(name string) error {
+	if name == QuotaDefault {
+		return nil
+	}
+	if name == DefaultTenant {
+		return fmt.Errorf("%w: the default tenant has no quota; it is bounded by the cluster's limits", ErrBadCommand)
+	}
+	return ValidateTenant(name)
+}
+
+func (q Quota) fields() []int64 {
+	return []int64{q.Leases, q.Keys, q.ValueBytes, q.KeepAliveMany, q.RequestsPerSecond}
+}
+
+func quotaOf(f []int64) Quota {
+	return Quota{Leases: f[0], Keys: f[1], ValueBytes: f[2], KeepAliveMany: f[3], RequestsPerSecond: f[4]}
+}
+
+// QuotaOf returns the quota tenant is held to: its own, or the default
+// one; none for the default tenant.
+func (s *State) QuotaOf(tenant string) Quota {
+	if tenant == DefaultTenant || len(s.quotas) == 0 {
+		return Quota{}
+	}
+	if q, ok := s.quotas[tenant]; ok {
+		return q
+	}
+	return s.quotas[QuotaDefault]
+}
+
+// Quotas returns the quotas set, by tenant (QuotaDefault included).
+func (s *State) Quotas() map[string]Quota {
+	out := make(map[string]Quota, len(s.quotas))
+	for k, v := range s.quotas {
+		out[k] = v
+	}
+	return out
+}
+
+func (s *State) setQuota(_ int64, q *SetQuota) (any, error) {
+	if err := ValidateQuotaTenant(q.Tenant); err != nil {
+		return nil, err
+	}
+	for _, v := range q.Quota.fields() {
+		if v < 0 {
+			return nil, fmt.Errorf("%w: a negative quota", ErrBadCommand)
+		}
+	}
+	// A new map, never a change to the old: views and snapshots share
+	// the map they were taken with.
+	quotas := make(map[string]Quota, len(s.quotas)+1)
+	for k, v := range s.quotas {
+		quotas[k] = v
+	}
+	if q.Clear {
+		delete(quotas, q.Tenant)
+	} else {
+		quotas[q.Tenant] = q.Quota
+	}
+	s.quotas = quotas
+	return &QuotaReply{Tenant: q.Tenant, Quota: s.QuotaOf(q.Tenant)}, nil
+}
+
+// QuotaReply is what SetQuota applied: the quota the tenant is now held to.
+type QuotaReply struct {
+	Tenant string
+	Quota  Quota
+}
+
+// quotaNames returns the names quotas are set for, in order.
+func (s *State) quotaNames() []string {
+	names := make([]string, 0, len(s.quotas))
+	for n := range s.quotas {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// The checks, made before a command changes anything. s.quota is the
+// quota of the tenant whose command is being applied (enter).
+
+func (s *State) checkLeaseQuota() error {
+	if q := s.quota.Leases; q > 0 && int64(s.leases.Len()) >= q {
+		return errf(ErrLimitExceeded, "tenant %s is at its quota of %d leases (%d in use)", s.name, q, s.leases.Len())
+	}
+	return nil
+}
+
+// checkPutQuota checks a put of value bytes that replaces old (nil for a
+// new key).
+func (s *State) checkPutQuota(old *record, bytes int64) error {
+	if q := s.quota.Keys; q > 0 && old == nil && int64(s.kv.Len()) >= q {
+		return errf(ErrLimitExceeded, "tenant %s is at its quota of %d keys (%d in use)", s.name, q, s.kv.Len())
+	}
+	if q := s.quota.ValueBytes; q > 0 {
+		after := s.valueBytes + bytes
+		if old != nil {
+			after -= old.size()
+		}
+		if after > q && after > s.valueBytes {
+			return errf(ErrLimitExceeded, "tenant %s's values would take %d bytes, over its quota of %d bytes (%d in use)", s.name, after, q, s.valueBytes)
+		}
+	}
+	return nil
+}
+
+func (s *State) checkKeepAliveManyQuota(n int) error {
+	if q := s.quota.KeepAliveMany; q > 0 && int64(n) > q {
+		return errf(ErrTooLarge, "tenant %s may renew at most %d leases in one keepalive_many (its quota); this one lists %d", s.name, q, n)
+	}
+	return nil
+}
+
+// size is what a record counts toward its tenant's ValueBytes.
+func (r *record) size() int64 { return int64(len(r.value) + len(r.metadata())) }
