@@ -3,6 +3,8 @@ package fsm
 import (
 	"fmt"
 	"slices"
+
+	"github.com/concord-io/concord/schema"
 )
 
 // Quotas bound what a tenant may hold. They are replicated state, set by a
@@ -98,13 +100,41 @@ func (s *State) setQuota(_ int64, q *SetQuota) (any, error) {
 		quotas[q.Tenant] = q.Quota
 	}
 	s.quotas = quotas
-	return &QuotaReply{Tenant: q.Tenant, Quota: s.QuotaOf(q.Tenant)}, nil
+	held := s.quotas[QuotaDefault]
+	if q.Tenant != QuotaDefault {
+		held = s.QuotaOf(q.Tenant)
+	}
+	return &schema.ClusterQuotaReply{Tenant: q.Tenant, Quota: held.Wire(), Revision: s.revision}, nil
 }
 
-// QuotaReply is what SetQuota applied: the quota the tenant is now held to.
-type QuotaReply struct {
-	Tenant string
-	Quota  Quota
+// Wire returns the quota as replies carry it.
+func (q Quota) Wire() schema.TenantQuota {
+	return schema.TenantQuota{Leases: q.Leases, Keys: q.Keys, ValueBytes: q.ValueBytes, KeepAliveMany: q.KeepAliveMany,
+		RequestsPerSecond: q.RequestsPerSecond}
+}
+
+// TenantReport reports what every tenant holds (or tenant alone, when not
+// ""), the default tenant first: the operator's view.
+func (s *State) TenantReport(tenant string) *schema.ClusterTenantsReply {
+	reply := &schema.ClusterTenantsReply{Revision: s.revision, Tenants: []schema.TenantUsage{}}
+	if q, ok := s.quotas[QuotaDefault]; ok {
+		w := q.Wire()
+		reply.DefaultQuota = &w
+	}
+	for _, name := range s.names {
+		if tenant != "" && name != tenant {
+			continue
+		}
+		u := s.In(name).Usage()
+		wu := schema.TenantUsage{Tenant: name, Keys: u.Keys, Leases: u.Leases, AnonymousLeases: u.AnonymousLeases,
+			ValueBytes: u.ValueBytes, HistoryChanges: u.HistoryChanges, CompactRevision: u.CompactRevision}
+		if name != DefaultTenant {
+			w := u.Quota.Wire()
+			wu.Quota = &w
+		}
+		reply.Tenants = append(reply.Tenants, wu)
+	}
+	return reply
 }
 
 // quotaNames returns the names quotas are set for, in order.

@@ -27,12 +27,16 @@ var wantNames = []string{
 	"cluster.join.request",
 	"cluster.node.info.reply",
 	"cluster.node.info.request",
+	"cluster.quota.reply",
+	"cluster.quota.request",
 	"cluster.remove.reply",
 	"cluster.remove.request",
 	"cluster.snapshot.reply",
 	"cluster.snapshot.request",
 	"cluster.status.reply",
 	"cluster.status.request",
+	"cluster.tenants.reply",
+	"cluster.tenants.request",
 	"error",
 	"event",
 	"kv.changes.reply",
@@ -77,6 +81,10 @@ var goTypes = map[string]any{
 	"cluster.remove.request":       ClusterRemoveRequest{},
 	"cluster.snapshot.reply":       ClusterSnapshotReply{},
 	"cluster.snapshot.request":     ClusterSnapshotRequest{},
+	"cluster.tenants.request":      ClusterTenantsRequest{},
+	"cluster.tenants.reply":        ClusterTenantsReply{},
+	"cluster.quota.request":        ClusterQuotaRequest{},
+	"cluster.quota.reply":          ClusterQuotaReply{},
 	"cluster.status.reply":         ClusterStatusReply{},
 	"cluster.status.request":       ClusterStatusRequest{},
 	"error":                        ErrorReply{},
@@ -617,6 +625,10 @@ func TestRoundTrip(t *testing.T) {
 		{"cluster.status.request", ClusterStatusRequest{Hash: true}},
 		{"cluster.status.reply", ClusterStatusReply{ClusterID: sampleClusterID, Leader: "n1", Term: 3, Revision: 1843, CompactRevision: 843, Members: sampleMembers(true), Conflict: sampleConflict}},
 		{"cluster.snapshot.request", ClusterSnapshotRequest{}},
+		{"cluster.tenants.request", ClusterTenantsRequest{Tenant: "TENANT_A"}},
+		{"cluster.tenants.reply", ClusterTenantsReply{Revision: 1843, DefaultQuota: &TenantQuota{Leases: 100, Keys: 1000, ValueBytes: 1 << 20, KeepAliveMany: 50, RequestsPerSecond: 200}, Tenants: sampleTenantsReply().Tenants[1:]}},
+		{"cluster.quota.request", ClusterQuotaRequest{Tenant: "TENANT_A", Leases: 100, Keys: 1000, ValueBytes: 1 << 20, KeepAliveMany: 50, RequestsPerSecond: 200, Clear: true}},
+		{"cluster.quota.reply", ClusterQuotaReply{Tenant: "TENANT_A", Quota: TenantQuota{Leases: 100, Keys: 1000, ValueBytes: 1 << 20, KeepAliveMany: 50, RequestsPerSecond: 200}, Revision: 1843}},
 		{"cluster.snapshot.reply", ClusterSnapshotReply{Index: 1850}},
 		{"cluster.backup.request", ClusterBackupRequest{}},
 		{"cluster.backup.reply", sampleBackupReply()},
@@ -844,6 +856,14 @@ func validExamples(t *testing.T) []example {
 		{"cluster.snapshot.request", ` { } `},
 		{"cluster.snapshot.reply", js(t, ClusterSnapshotReply{Index: 1850})},
 		{"cluster.snapshot.reply", js(t, ClusterSnapshotReply{Index: 1})},
+		{"cluster.tenants.request", `{}`},
+		{"cluster.tenants.request", `{"tenant":"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567ABCDEFGHIJKLMNOPQRSTUV"}`},
+		{"cluster.tenants.reply", js(t, sampleTenantsReply())},
+		{"cluster.tenants.reply", js(t, ClusterTenantsReply{Revision: 0, Tenants: []TenantUsage{{}}})},
+		{"cluster.quota.request", `{"tenant":"*","leases":10}`},
+		{"cluster.quota.request", `{"tenant":"TENANT_A","clear":true}`},
+		{"cluster.quota.request", js(t, ClusterQuotaRequest{Tenant: "B"})},
+		{"cluster.quota.reply", js(t, ClusterQuotaReply{Tenant: "*", Revision: 1})},
 		// cluster.backup and cluster.backup.chunk
 		{"cluster.backup.request", js(t, ClusterBackupRequest{})},
 		{"cluster.backup.request", ` { } `},
@@ -1030,6 +1050,16 @@ func invalidExamples() []example {
 		{"cluster.status.reply", `{"cluster_id":"9f86d081884c7d65","leader":"n1","term":3,"revision":1843,"members":[{"id":"n1","address":"127.0.0.1:7001","suffrage":"voter","reachable":false}],"commit_index":1850}`},                                                                                                                                                                                                                                  // unknown field
 		// cluster.snapshot
 		{"cluster.snapshot.request", `{"force":true}`}, // unknown field
+		{"cluster.tenants.request", `{"tenant":"a.b"}`},
+		{"cluster.tenants.request", `{"tenant":""}`},
+		{"cluster.tenants.request", `{"tenants":"A"}`},
+		{"cluster.tenants.reply", `{"revision":1}`},
+		{"cluster.tenants.reply", `{"revision":1,"tenants":[{"tenant":"A"}]}`},
+		{"cluster.quota.request", `{}`},
+		{"cluster.quota.request", `{"tenant":"A","leases":-1}`},
+		{"cluster.quota.request", `{"tenant":"a.*"}`},
+		{"cluster.quota.request", `{"tenant":"A","burst":1}`},
+		{"cluster.quota.reply", `{"tenant":"A","revision":1}`},
 		{"cluster.snapshot.request", `null`},
 		{"cluster.snapshot.request", `[]`},
 		{"cluster.snapshot.reply", `{}`},          // missing index
@@ -1238,4 +1268,12 @@ func TestSchemaExamples(t *testing.T) {
 			}
 		}
 	}
+}
+
+func sampleTenantsReply() ClusterTenantsReply {
+	q := TenantQuota{Leases: 100, Keys: 1000, ValueBytes: 1 << 20, KeepAliveMany: 50, RequestsPerSecond: 200}
+	return ClusterTenantsReply{Revision: 1843, DefaultQuota: &TenantQuota{Leases: 10}, Tenants: []TenantUsage{
+		{Keys: 12, Leases: 2, ValueBytes: 420, HistoryChanges: 40},
+		{Tenant: "TENANT_A", Keys: 3, Leases: 1, AnonymousLeases: 1, ValueBytes: 96, HistoryChanges: 5, CompactRevision: 2, Quota: &q},
+	}}
 }

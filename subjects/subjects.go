@@ -50,12 +50,17 @@ const (
 	// reads it, one chunk per request (schema.ClusterBackupReply).
 	ClusterBackup      Endpoint = "cluster.backup"
 	ClusterBackupChunk Endpoint = "cluster.backup.chunk"
+
+	// ClusterTenants lists what every tenant holds; ClusterQuota sets a
+	// tenant's quota (docs/tenancy.md).
+	ClusterTenants Endpoint = "cluster.tenants"
+	ClusterQuota   Endpoint = "cluster.quota"
 )
 
 // Endpoints lists every request endpoint in a stable order.
 var Endpoints = []Endpoint{LeaseGrant, LeaseKeepAlive, LeaseKeepAliveMany, LeaseRevoke, LeaseInfo, LeaseList,
 	KVPut, KVGet, KVDelete, KVTxn, KVChanges, KVHistory, KVCompact,
-	ClusterJoin, ClusterRemove, ClusterStatus, ClusterSnapshot, ClusterBackup, ClusterBackupChunk}
+	ClusterJoin, ClusterRemove, ClusterStatus, ClusterSnapshot, ClusterBackup, ClusterBackupChunk, ClusterTenants, ClusterQuota}
 
 // Name is the endpoint's one name outside its subject: "lease.grant"
 // becomes "lease_grant", as NATS micro requires ('.' is not allowed in an
@@ -78,7 +83,7 @@ func (e Endpoint) ForTenants() bool {
 // standby never answers one.
 func (e Endpoint) Writes() bool {
 	switch e {
-	case LeaseGrant, LeaseKeepAlive, LeaseKeepAliveMany, LeaseRevoke, KVPut, KVDelete, KVTxn, KVCompact, ClusterRemove:
+	case LeaseGrant, LeaseKeepAlive, LeaseKeepAliveMany, LeaseRevoke, KVPut, KVDelete, KVTxn, KVCompact, ClusterRemove, ClusterQuota:
 		return true
 	}
 	return false

@@ -111,7 +111,7 @@ func TestValidateNodeIDDescriptions(t *testing.T) {
 // endpoints that change the log or the membership.
 func TestEndpointWrites(t *testing.T) {
 	writes := map[Endpoint]bool{LeaseGrant: true, LeaseKeepAlive: true, LeaseKeepAliveMany: true, LeaseRevoke: true,
-		KVPut: true, KVDelete: true, KVTxn: true, KVCompact: true, ClusterRemove: true}
+		KVPut: true, KVDelete: true, KVTxn: true, KVCompact: true, ClusterRemove: true, ClusterQuota: true}
 	for _, e := range Endpoints {
 		if e.Writes() != writes[e] {
 			t.Errorf("%s: Writes() = %v", e, e.Writes())
@@ -131,4 +131,45 @@ func TestEndpointAddsState(t *testing.T) {
 			t.Errorf("%s adds state but is not a write", e)
 		}
 	}
+}
+
+// Tenants may call the lease and kv endpoints only, and the tenants' watch
+// subjects put the account at the token the export names.
+func TestTenantSubjects(t *testing.T) {
+	for _, e := range Endpoints {
+		want := strings.HasPrefix(string(e), "lease.") || strings.HasPrefix(string(e), "kv.")
+		if e.ForTenants() != want {
+			t.Errorf("%s: ForTenants() = %v", e, e.ForTenants())
+		}
+	}
+	for _, prefix := range []string{"concord", "acme.locks"} {
+		n, err := New(prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		subj := n.TenantWatch("TENANT_A", "svc.a")
+		tokens := strings.Split(subj, ".")
+		if got := tokens[n.TenantAccountToken()-1]; got != "TENANT_A" {
+			t.Errorf("%s: token %d of %s is %q", prefix, n.TenantAccountToken(), subj, got)
+		}
+		if !subjectMatches(n.TenantWatchExport(), subj) || subjectMatches(n.WatchAll(), subj) {
+			t.Errorf("%s: %s is outside the export %s, or inside %s", prefix, subj, n.TenantWatchExport(), n.WatchAll())
+		}
+	}
+}
+
+// subjectMatches reports whether subject matches the NATS pattern.
+func subjectMatches(pattern, subject string) bool {
+	p, s := strings.Split(pattern, "."), strings.Split(subject, ".")
+	for i, tok := range p {
+		switch {
+		case tok == ">":
+			return len(s) > i
+		case i >= len(s):
+			return false
+		case tok != "*" && tok != s[i]:
+			return false
+		}
+	}
+	return len(p) == len(s)
 }

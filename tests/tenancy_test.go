@@ -336,3 +336,116 @@ func TestTenantAccountsRefuseForeignEvents(t *testing.T) {
 		t.Fatalf("TENANT_B importing TENANT_A's events: %v, want the server to refuse", err)
 	}
 }
+
+// Quotas, set by the operator with the CLI: each is hit exactly at its
+// limit with an error naming it and the use, the refused request changes
+// nothing, and the other tenant is not held to it. The operator sees every
+// tenant's use.
+func TestTenantQuotas(t *testing.T) {
+	secrets := useTenantAccounts(t)
+	url := startTenantNode(t, secrets, false)
+	a := connectAs(t, url, "tenant-a", secrets.a)
+	b := connectAs(t, url, "tenant-b", secrets.b)
+	opArgs := []string{"--server", url, "--user", "concord-operator", "--password", secrets.operator}
+	cli := func(args ...string) string {
+		t.Helper()
+		out, err := runConcord(t, 30*time.Second, append(args, opArgs...)...)
+		if err != nil {
+			t.Fatalf("concord %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	out := cli("tenant", "quota", "TENANT_A", "--leases", "2", "--keys", "3", "--value-bytes", "12", "--keepalive-many", "2")
+	if !strings.Contains(out, "tenant TENANT_A is held to 2 leases, 3 keys, 12 value bytes, keepalive_many of 2, 0 requests/s") {
+		t.Fatalf("tenant quota said %q", out)
+	}
+	// A tenant cannot set quotas: the cluster subjects are not imported.
+	if _, err := runConcord(t, 30*time.Second, "tenant", "quota", "TENANT_A", "--server", url, "--user", "tenant-a", "--password", secrets.a, "--timeout", "2s"); err == nil {
+		t.Fatal("tenant A set its own quota")
+	}
+
+	a.ok(subjects.LeaseGrant, map[string]any{"ttl": 60}, nil)
+	a.ok(subjects.KVPut, map[string]any{"key": "k1", "value": "1234", "lease": 1}, nil) // 6 bytes
+	a.ok(subjects.KVPut, map[string]any{"key": "k2", "ttl": 60, "value": 1}, nil)       // a second lease, 1 byte
+	unchanged := func(what string) {
+		t.Helper()
+		kvs, leases := a.fullState()
+		if len(kvs.KVs) != 2 || len(leases) != 2 {
+			t.Fatalf("%s: A holds %d keys and %d leases, want 2 and 2", what, len(kvs.KVs), len(leases))
+		}
+	}
+	for _, c := range []struct {
+		what string
+		ep   subjects.Endpoint
+		body any
+		name string
+		says string
+	}{
+		{"a third lease", subjects.LeaseGrant, map[string]any{"ttl": 60}, schema.ErrLimitExceeded, "tenant TENANT_A is at its quota of 2 leases (2 in use)"},
+		{"a value over the bytes", subjects.KVPut, map[string]any{"key": "k1", "value": "12345678901"}, schema.ErrLimitExceeded, "over its quota of 12 bytes (7 in use)"},
+		{"keepalive_many of 3", subjects.LeaseKeepAliveMany, map[string]any{"ids": []int64{1, 2, 3}}, schema.ErrTooLarge, "at most 2 leases in one keepalive_many"},
+	} {
+		e := a.fails(c.ep, c.body, c.name)
+		if !strings.Contains(e.Description, c.says) {
+			t.Fatalf("%s: %q, want it to say %q", c.what, e.Description, c.says)
+		}
+		unchanged(c.what)
+	}
+	a.ok(subjects.KVPut, map[string]any{"key": "k3", "value": 1}, nil)
+	e := a.fails(subjects.KVPut, map[string]any{"key": "k4", "value": 1}, schema.ErrLimitExceeded)
+	if !strings.Contains(e.Description, "tenant TENANT_A is at its quota of 3 keys (3 in use)") {
+		t.Fatalf("a fourth key: %q", e.Description)
+	}
+	// B has no quota: ten leases are fine.
+	for range 10 {
+		b.grant(60)
+	}
+
+	// The operator's view, and one tenant's.
+	out = cli("tenant", "list")
+	for _, want := range []string{"TENANT_A", "TENANT_B", "\n-  "} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("tenant list lacks %q:\n%s", want, out)
+		}
+	}
+	var list schema.ClusterTenantsReply
+	mustUnmarshal(t, []byte(cli("tenant", "list", "--json")), &list)
+	got := map[string]schema.TenantUsage{}
+	for _, u := range list.Tenants {
+		got[u.Tenant] = u
+	}
+	if u := got["TENANT_A"]; u.Keys != 3 || u.Leases+u.AnonymousLeases != 2 || u.ValueBytes != 8 || u.Quota == nil || u.Quota.Keys != 3 {
+		t.Fatalf("TENANT_A's use: %+v", u)
+	}
+	if u := got["TENANT_B"]; u.Leases != 10 || u.Quota == nil || *u.Quota != (schema.TenantQuota{}) {
+		t.Fatalf("TENANT_B's use: %+v", u)
+	}
+	if out := cli("status", "--tenant", "TENANT_B"); !strings.Contains(out, "TENANT_B") || strings.Contains(out, "TENANT_A") {
+		t.Fatalf("status --tenant TENANT_B:\n%s", out)
+	}
+	if out, err := runConcord(t, 30*time.Second, append([]string{"status", "--tenant", "NOBODY"}, opArgs...)...); err == nil || !strings.Contains(out, "has written nothing") {
+		t.Fatalf("status --tenant NOBODY: %v\n%s", err, out)
+	}
+
+	// A default quota with a rate holds B; A keeps its own, which has no
+	// rate. B's burst of 5 passes, and then it is refused with 429 while A
+	// goes on.
+	cli("tenant", "quota", "*", "--rate", "5")
+	var refused *schema.Error
+	for i := 0; i < 50 && refused == nil; i++ {
+		r := b.raw(subjects.KVGet, map[string]any{"key": "x"})
+		refused = r.err
+	}
+	if refused == nil || refused.Name != schema.ErrLimitExceeded || !strings.Contains(refused.Description, "tenant TENANT_B is over its quota of 5 requests per second") {
+		t.Fatalf("B over its rate: %v", refused)
+	}
+	for range 20 {
+		a.get(map[string]any{"key": "k1"})
+	}
+	// Clearing A's quota puts A under the default one.
+	cli("tenant", "quota", "TENANT_A", "--clear")
+	mustUnmarshal(t, []byte(cli("tenant", "list", "TENANT_A", "--json")), &list)
+	if len(list.Tenants) != 1 || *list.Tenants[0].Quota != (schema.TenantQuota{RequestsPerSecond: 5}) {
+		t.Fatalf("A after --clear: %+v", list.Tenants)
+	}
+}

@@ -58,7 +58,7 @@ var exitCodes = []struct {
 	{exitOK, "ok (also: a transaction whose compares failed, succeeded=false; a delete that matched nothing;\n       watch and elect ended by SIGINT/SIGTERM)"},
 	{exitError, "any other error (" + replyNames(schema.ClassFailed) + ",\n       a failed TLS handshake, a command that cannot start…)"},
 	{exitUsage, "usage: bad command, flag or argument, or unreadable input (--metadata, kv txn JSON, kv put --file,\n       a credentials, nkey, certificate or key file)"},
-	{exitNotFound, "not found: " + replyNames(schema.ClassNotFound) + ", or `kv get` of a single key that does not exist"},
+	{exitNotFound, "not found: " + replyNames(schema.ClassNotFound) + ", `kv get` of a single key that does not exist,\n       or `status --tenant` of a tenant that has written nothing"},
 	{exitConflict, "conflict: " + replyNames(schema.ClassConflict)},
 	{exitUnavailable, "unavailable: no NATS connection, or " + replyNames(schema.ClassUnavailable) + " / no responders until --timeout"},
 	{exitLost, "lock or elect: the session's lease was lost (CMD was killed)"},
@@ -89,7 +89,9 @@ func clientUsage() string {
   concord watch KEY [--prefix] [--from REV]
   concord lock NAME [--ttl 10s] [--grace 3s] -- CMD ARGS...
   concord elect NAME [--ttl 10s] [--proclaim VALUE]
-  concord status
+  concord status [--tenant NAME]
+  concord tenant list [TENANT]        operators: what each tenant holds, and its quota
+  concord tenant quota TENANT [--leases N] [--keys N] [--value-bytes N] [--keepalive-many N] [--rate N] [--clear]
 
 Flags may come before or after the arguments; put "--" before an argument
 that starts with "-". The connection and output flags below may also come
@@ -250,7 +252,8 @@ func isReplyOf(err error, class schema.ErrorClass) bool {
 }
 
 // subcommands are the commands of the command groups, for messages.
-var subcommands = map[string][]string{"lease": {"grant", "keepalive", "revoke", "info", "list"}, "kv": {"put", "get", "del", "txn", "history", "compact"}}
+var subcommands = map[string][]string{"lease": {"grant", "keepalive", "revoke", "info", "list"}, "kv": {"put", "get", "del", "txn", "history", "compact"},
+	"tenant": {"list", "quota"}}
 
 // runCLI runs one client command and returns the process exit code.
 func runCLI(cmd string, args []string) int {
@@ -268,6 +271,8 @@ func runCLI(cmd string, args []string) int {
 		err = runElect(args)
 	case "status":
 		err = runStatus(args)
+	case "tenant":
+		err = runTenant(args)
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK

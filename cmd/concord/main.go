@@ -61,7 +61,7 @@ func main() {
 		err = runBench(args)
 	case "version", "--version", "-v":
 		fmt.Println(version)
-	case "lease", "kv", "watch", "lock", "elect", "status":
+	case "lease", "kv", "watch", "lock", "elect", "status", "tenant":
 		os.Exit(runCLI(cmd, args))
 	case "snapshot":
 		os.Exit(runSnapshot(args))

@@ -20,9 +20,31 @@ import (
 )
 
 func runStatus(args []string) error {
-	fs, cf := newFlags("status", "status")
+	fs, cf := newFlags("status", "status [--tenant NAME]\n\n"+
+		"Shows the cluster's members, leader, term and revision; with --tenant, what tenant NAME (a NATS\n"+
+		"account; \"-\" for Concord's own) holds and the quota it is held to (operators).")
+	tenant := fs.String("tenant", "", "show what this tenant holds instead")
 	if _, err := parseArgs(fs, args, 0, 0); err != nil {
 		return err
+	}
+	if *tenant != "" {
+		name := *tenant
+		if name == "-" {
+			name = ""
+		}
+		r, err := callOnce(cf, func(ctx context.Context, c *client.Client) (*schema.ClusterTenantsReply, error) {
+			return c.Tenants(ctx, name)
+		})
+		if err != nil {
+			return err
+		}
+		if name != "" && len(r.Tenants) == 0 {
+			return exitStatus{code: exitNotFound, err: fmt.Errorf("tenant %s has written nothing to this cluster", name)}
+		}
+		if name == "" {
+			r.Tenants = r.Tenants[:1] // the default tenant is listed first
+		}
+		return cf.output(r, func(w io.Writer) { printTenants(w, r) })
 	}
 	var nodes []schema.NodeInfo
 	r, err := callOnce(cf, func(ctx context.Context, c *client.Client) (*schema.ClusterStatusReply, error) {

@@ -102,6 +102,9 @@ func (s *Server) handle(j job) {
 	if e == nil {
 		tenant, e = requestTenant(j.ep, j.m)
 	}
+	if e == nil && tenant != fsm.DefaultTenant {
+		e = s.checkRate(tenant)
+	}
 	if e == nil {
 		reply, e = s.serve(j.m, tenant, j.h)
 	}
@@ -137,6 +140,17 @@ func requestTenant(ep subjects.Endpoint, m *nats.Msg) (string, *schema.Error) {
 		e = schema.Errorf(schema.ErrForbidden, "%s acts on the whole cluster: only Concord's own account may call it, not account %s", ep, tenant)
 	}
 	return tenant, e
+}
+
+// checkRate takes a token from the tenant's bucket, if its quota sets a
+// rate.
+func (s *Server) checkRate(tenant string) *schema.Error {
+	var rps int64
+	s.sm.Read(func(st *fsm.State) { rps = st.QuotaOf(tenant).RequestsPerSecond })
+	if !s.rates.allow(tenant, rps) {
+		return rateError(tenant, rps)
+	}
+	return nil
 }
 
 func (s *Server) serve(m *nats.Msg, tenant string, h handler) (reply any, e *schema.Error) {

@@ -40,6 +40,9 @@ func (s *Server) handlers() map[subjects.Endpoint]handler {
 		subjects.ClusterStatus:   ownAccount(s.cfg.Cluster.Status),
 		subjects.ClusterSnapshot: ownAccount(s.cfg.Cluster.Snapshot),
 
+		subjects.ClusterTenants: ownAccount(s.handleTenants),
+		subjects.ClusterQuota:   proposes(s, noBodyKey(s.cfg.Decoder.Quota)),
+
 		subjects.ClusterBackup:      ownAccount(s.handleBackup),
 		subjects.ClusterBackupChunk: ownAccount(s.handleBackupChunk), // replies with raw bytes (backup.go)
 	}
@@ -218,5 +221,20 @@ func (s *Server) handleHistory(ctx context.Context, m *nats.Msg, tenant string) 
 	if err != nil {
 		return nil, errorFor(err)
 	}
+	return reply, nil
+}
+
+// handleTenants answers the operator's view of every tenant, after the
+// read barrier, under the read lock: a few numbers per tenant.
+func (s *Server) handleTenants(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
+	req, e := s.cfg.Decoder.Tenants(m.Data)
+	if e != nil {
+		return nil, e
+	}
+	if _, e := s.reads.now(ctx, false); e != nil {
+		return nil, e
+	}
+	var reply *schema.ClusterTenantsReply
+	s.sm.Read(func(st *fsm.State) { reply = st.TenantReport(req.Tenant) })
 	return reply, nil
 }

@@ -126,6 +126,8 @@ type Server struct {
 	pool     *workerPool[job]
 	reqStats *requestStats
 	replyLog loglimit.Every
+	// rates are the tenants' request-rate buckets (tenantrate.go).
+	rates tenantRates
 
 	backupOnce  sync.Once
 	backupStore *backupStore

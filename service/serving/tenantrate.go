@@ -1,0 +1,58 @@
+package serving
+
+import (
+	"sync"
+
+	"golang.org/x/time/rate"
+
+	"github.com/concord-io/concord/schema"
+)
+
+// tenantRates holds the leader's token bucket of each tenant with a
+// requests_per_second quota. A rate concerns time, which the state
+// machine does not read, so it is enforced here, at the edge, before a
+// request takes a worker's time: a tenant over its rate is refused at the
+// cost of a map look-up, and the other tenants' requests go on. The quota
+// itself is replicated state, so every leader enforces the same one; the
+// buckets start full on a new leader.
+type tenantRates struct {
+	mu       sync.Mutex
+	limiters map[string]*tenantLimiter
+}
+
+type tenantLimiter struct {
+	lim *rate.Limiter
+	rps int64
+}
+
+// allow takes a token from tenant's bucket of rps tokens a second, as
+// many at once; rps 0 is no bound.
+func (t *tenantRates) allow(tenant string, rps int64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l := t.limiters[tenant]
+	if rps <= 0 {
+		if l != nil {
+			delete(t.limiters, tenant)
+		}
+		return true
+	}
+	switch {
+	case l == nil:
+		if t.limiters == nil {
+			t.limiters = map[string]*tenantLimiter{}
+		}
+		l = &tenantLimiter{lim: rate.NewLimiter(rate.Limit(rps), int(rps)), rps: rps}
+		t.limiters[tenant] = l
+	case l.rps != rps:
+		l.lim.SetLimit(rate.Limit(rps))
+		l.lim.SetBurst(int(rps))
+		l.rps = rps
+	}
+	return l.lim.Allow()
+}
+
+// rateError is the reply to a request over its tenant's rate.
+func rateError(tenant string, rps int64) *schema.Error {
+	return schema.Errorf(schema.ErrLimitExceeded, "tenant %s is over its quota of %d requests per second; nothing was changed; send fewer, or retry later", tenant, rps)
+}
