@@ -430,12 +430,17 @@ func (s *State) revisionHasMore(rev int64, opIndex int) bool {
 	return more
 }
 
-// HistoryChanges is the number of changes the history holds above its
-// floor.
-func (s *State) HistoryChanges() int { return s.hist.byRev.Len() }
+// HistoryChanges is the number of changes the histories of every tenant
+// hold above their floors.
+func (s *State) HistoryChanges() int {
+	n := 0
+	s.each(func(sp *space) { n += sp.hist.byRev.Len() })
+	return n
+}
 
-// CompactRevision is the history's floor: the changes at or below it are
-// gone, and the keyspace can be read at any revision from it on.
+// CompactRevision is the floor of the current space's history: the changes
+// at or below it are gone, and its keys can be read at any revision from
+// it on.
 func (s *State) CompactRevision() int64 { return s.hist.floor }
 
 // recordAt returns key's record as it stood right after revision rev

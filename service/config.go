@@ -99,6 +99,10 @@ type Config struct {
 	// Go client decoded pages as fast as the node serves them).
 	ListingShare float64
 
+	// MetricsTenants bounds the tenants with series of their own in
+	// /metrics; the rest share the label "other".
+	MetricsTenants int
+
 	// SnapshotThreshold is how many new log entries trigger a snapshot
 	// (Raft's rule, checked every SnapshotInterval), and how many commands
 	// applied since the last one at least (a batch entry holds many): the
@@ -193,6 +197,7 @@ func DefaultConfig() Config {
 		ApplyTimeout:           5 * time.Second,
 		MaxInflight:            4096,
 		ListingShare:           0.1,
+		MetricsTenants:         100,
 		SnapshotThreshold:      8192,
 		SnapshotInterval:       30 * time.Second,
 		TrailingLogs:           10240,
@@ -278,6 +283,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: change log limits must be positive", ErrConfig)
 	case c.IdempotencyEntries < 1 || c.IdempotencyRevisions < 1:
 		return fmt.Errorf("%w: idempotency limits must be positive", ErrConfig)
+	case c.MetricsTenants < 0:
+		return fmt.Errorf("%w: metrics tenants %d below 0", ErrConfig, c.MetricsTenants)
 	case !(c.ListingShare >= 0.1 && c.ListingShare <= 1):
 		return fmt.Errorf("%w: listing share %g out of range 0.1..1", ErrConfig, c.ListingShare)
 	case c.MaxInflight < 1:

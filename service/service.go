@@ -137,7 +137,7 @@ func Start(cfg Config) (*Service, error) {
 		caughtUp: make(chan struct{}),
 	}
 	s.started = time.Now()
-	s.metrics = metrics.New(metricsSource{s})
+	s.metrics = metrics.New(metricsSource{s}, s.cfg.MetricsTenants)
 	s.fence = bus.NewFence(bus.FenceHooks{Hold: s.clock.hold, Release: s.clock.release, Gauge: s.metrics.ClusterConflict.Set, Changed: s.signalFence}, names, s.log)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if err := s.start(); err != nil {
@@ -223,6 +223,8 @@ func (s *Service) start() error {
 		Cluster:        serving.ClusterHandlers{Join: s.handleJoin, Remove: s.handleRemove, Status: s.handleStatus, Snapshot: s.handleSnapshot},
 		ApplyDuration:  s.metrics.ApplyDuration,
 		RefusedReplies: s.metrics.RefusedReplies,
+		TenantRequests: s.metrics.TenantRequests,
+		TenantLabel:    s.metrics.Tenants.Label,
 		ListingPaused:  s.metrics.ObserveListingPause,
 		// The standby leaves every later request to the subscription.
 		OnServing: func() { s.standby.Set(false) },

@@ -55,12 +55,13 @@ func useTenantAccounts(t *testing.T) tenantSecrets {
 // startTenantNode starts one node on the accounts of secrets: on its
 // embedded server configured by the file, or on an external nats-server
 // (in this process) loaded from the same file. It returns the client URL.
-func startTenantNode(t *testing.T, secrets tenantSecrets, external bool) string {
+func startTenantNode(t *testing.T, secrets tenantSecrets, external bool, extra ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	url := fmt.Sprintf("nats://127.0.0.1:%d", freeport.Port(t))
 	args := []string{"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)), "--bootstrap",
 		"--nats-user", "concord-replica", "--nats-events-user", "concord-events"}
+	args = append(args, extra...)
 	if external {
 		opts, err := server.ProcessConfigFile(secrets.conf)
 		if err != nil {
@@ -343,7 +344,9 @@ func TestTenantAccountsRefuseForeignEvents(t *testing.T) {
 // tenant's use.
 func TestTenantQuotas(t *testing.T) {
 	secrets := useTenantAccounts(t)
-	url := startTenantNode(t, secrets, false)
+	// One tenant with series of its own: the first met, A; B is "other".
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	url := startTenantNode(t, secrets, false, "--metrics-listen", httpAddr, "--metrics-tenants", "1")
 	a := connectAs(t, url, "tenant-a", secrets.a)
 	b := connectAs(t, url, "tenant-b", secrets.b)
 	opArgs := []string{"--server", url, "--user", "concord-operator", "--password", secrets.operator}
@@ -447,5 +450,34 @@ func TestTenantQuotas(t *testing.T) {
 	mustUnmarshal(t, []byte(cli("tenant", "list", "TENANT_A", "--json")), &list)
 	if len(list.Tenants) != 1 || *list.Tenants[0].Quota != (schema.TenantQuota{RequestsPerSecond: 5}) {
 		t.Fatalf("A after --clear: %+v", list.Tenants)
+	}
+	// The tenants' series: A's own, B's in "other", the operator's "-".
+	m := scrapeMetrics(t, httpAddr)
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"concord_tenant_keys", []string{"tenant", "TENANT_A"}, 3},
+		{"concord_tenant_value_bytes", []string{"tenant", "TENANT_A"}, 8},
+		{"concord_tenant_leases", []string{"tenant", "other"}, 10},
+		{"concord_tenant_keys", []string{"tenant", "-"}, 0},
+		{"concord_tenant_quota", []string{"tenant", "TENANT_A", "kind", "requests_per_second"}, 5},
+	} {
+		if got := m.value(c.name, c.labels...); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	if m.metric("concord_tenant_keys", "tenant", "TENANT_B") != nil {
+		t.Error("TENANT_B has series of its own past --metrics-tenants 1")
+	}
+	if got := m.value("concord_tenant_requests_total", "tenant", "TENANT_A", "outcome", "limit_exceeded"); got != 3 {
+		t.Errorf("A's limit_exceeded requests: %v, want 3 (leases, value bytes, keys)", got)
+	}
+	if got := m.value("concord_tenant_requests_total", "tenant", "other", "outcome", "limit_exceeded"); got < 1 {
+		t.Errorf("B's requests over its rate: %v, want at least 1", got)
+	}
+	if got := m.value("concord_tenant_requests_total", "tenant", "TENANT_A", "outcome", "too_large"); got != 1 {
+		t.Errorf("A's too_large requests: %v, want 1", got)
 	}
 }

@@ -70,6 +70,7 @@ func runServe(args []string) error {
 	fs.IntVar(&cfg.ExpireBatch, "expire-batch", cfg.ExpireBatch, "most leases expired by one Raft command")
 	fs.DurationVar(&cfg.ApplyTimeout, "apply-timeout", cfg.ApplyTimeout, "how long a request may wait for Raft")
 	fs.IntVar(&cfg.MaxInflight, "max-inflight", cfg.MaxInflight, "most requests handled at once")
+	fs.IntVar(&cfg.MetricsTenants, "metrics-tenants", cfg.MetricsTenants, "most tenants (NATS accounts) with /metrics series of their own; the rest share tenant=\"other\"")
 	fs.Float64Var(&cfg.ListingShare, "listing-share", cfg.ListingShare, "the fraction of its time a listing of many keys (kv.get of a prefix or range) may run while writes are in flight; it pauses for the rest, so that readers paging through large prefixes do not crowd out the writes; 0.1 to 1, 1 never pauses")
 	fs.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", cfg.SnapshotThreshold, "new log entries that trigger a snapshot; also the fewest commands applied since the last one that do (then once they reach a quarter of the records held, or as soon as the node is quiet)")
 	fs.DurationVar(&cfg.SnapshotInterval, "snapshot-interval", cfg.SnapshotInterval, "how often to check whether a snapshot is due")

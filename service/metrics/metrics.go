@@ -59,6 +59,12 @@ type Metrics struct {
 
 	// wal receives the Raft log store's own counters (raft_wal_*).
 	wal *walMetrics
+
+	// Tenants labels the tenants' series (tenants.go); TenantRequests
+	// counts the requests of tenants other than the default one, by
+	// outcome ("ok" or the error name), on the leader that served them.
+	Tenants        *TenantLabels
+	TenantRequests *prometheus.CounterVec
 }
 
 // keyBuckets suit counts of keys on one lease: 0 to the default limit.
@@ -87,8 +93,10 @@ type Source interface {
 	Batching() bool
 }
 
-func New(src Source) *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry()}
+// New makes the collectors, reading the state from src; at most
+// tenantLabels tenants get series of their own (TenantLabels).
+func New(src Source, tenantLabels int) *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry(), Tenants: NewTenantLabels(tenantLabels)}
 	f := factory{m.reg}
 	grants := f.counterVec("concord_lease_grants_total", "Leases granted, by grant or, anonymous, by a put with a ttl.", "anonymous")
 	m.grantsExplicit, m.grantsAnonymous = grants.WithLabelValues("false"), grants.WithLabelValues("true")
@@ -117,9 +125,10 @@ func New(src Source) *Metrics {
 	m.snapshotBytes = f.gauge("concord_snapshot_bytes", "Size of the last snapshot this node wrote.")
 
 	m.wal = newWALMetrics(f)
+	m.TenantRequests = f.counterVec("concord_tenant_requests_total", "Requests of tenants other than Concord's own account that this node served as leader, by tenant (\"other\" past --metrics-tenants) and outcome: ok, or the error reply's name (limit_exceeded for a quota).", "tenant", "outcome")
 
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&stateCollector{src: src}, raftSink())
+		&stateCollector{src: src, tenants: m.Tenants}, raftSink())
 	return m
 }
 
@@ -239,13 +248,16 @@ func (m *Metrics) countLeaders(done <-chan struct{}, ch <-chan raft.Observation)
 
 // stateCollector reports gauges read from the state and from Raft at
 // scrape time, so they cost nothing between scrapes.
-type stateCollector struct{ src Source }
+type stateCollector struct {
+	src     Source
+	tenants *TenantLabels
+}
 
 var (
 	descRevision    = prometheus.NewDesc("concord_revision", "The cluster revision this node has applied.", nil, nil)
 	descKeys        = prometheus.NewDesc("concord_keys", "Keys in the store.", nil, nil)
-	descFloor       = prometheus.NewDesc("concord_kv_compact_revision", "The key history's floor: reads at revisions below it, and changes at or below it, are gone.", nil, nil)
-	descHistory     = prometheus.NewDesc("concord_kv_history_changes", "Changes the key history holds above its floor.", nil, nil)
+	descFloor       = prometheus.NewDesc("concord_kv_compact_revision", "The key history's floor of Concord's own account (each tenant's history has its own): reads at revisions below it, and changes at or below it, are gone.", nil, nil)
+	descHistory     = prometheus.NewDesc("concord_kv_history_changes", "Changes the key history holds above its floor, every tenant's.", nil, nil)
 	descLeases      = prometheus.NewDesc("concord_leases_active", "Active leases, by kind (explicit or anonymous).", []string{"kind"}, nil)
 	descAttached    = prometheus.NewDesc("concord_lease_attached_keys", "Keys attached to leases.", nil, nil)
 	descLeaseClock  = prometheus.NewDesc("concord_lease_clock_seconds", "The replicated lease clock at the last applied entry.", nil, nil)
@@ -259,7 +271,8 @@ var (
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRevision, descKeys, descFloor, descHistory, descLeases, descAttached, descLeaseClock, descRaftState, descRaftTerm, descCommitIndex, descApplied, descLastIndex, descBatching, descBatchCount} {
+	for _, d := range []*prometheus.Desc{descRevision, descKeys, descFloor, descHistory, descLeases, descAttached, descLeaseClock, descRaftState, descRaftTerm, descCommitIndex, descApplied, descLastIndex, descBatching, descBatchCount,
+		descTenantKeys, descTenantLeases, descTenantBytes, descTenantHistory, descTenantQuota} {
 		ch <- d
 	}
 }
@@ -272,6 +285,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		rev, now, keys, attached = st.Revision(), st.Now(), st.KeyCount(), st.AttachedKeyCount()
 		floor, history = st.CompactRevision(), st.HistoryChanges()
 		explicit, anon = st.LeaseCount()
+		collectTenants(st, c.tenants, ch)
 	})
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)

@@ -114,6 +114,13 @@ func (s *Server) handle(j job) {
 		r.release()
 	}
 	s.reqStats.observe(j.ep, time.Since(start), e)
+	if tenant != fsm.DefaultTenant && s.cfg.TenantRequests != nil {
+		outcome := "ok"
+		if e != nil {
+			outcome = e.Name
+		}
+		s.cfg.TenantRequests.WithLabelValues(s.cfg.TenantLabel(tenant), outcome).Inc()
+	}
 }
 
 // releaser is a reply that holds pooled memory, given back once it is

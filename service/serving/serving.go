@@ -107,6 +107,11 @@ type Options struct {
 	ApplyDuration  prometheus.Observer
 	RefusedReplies *prometheus.CounterVec
 	ListingPaused  func(time.Duration)
+	// TenantRequests, when set, counts the requests of tenants other than
+	// the default one by TenantLabel(tenant) and outcome ("ok" or the
+	// error name).
+	TenantRequests *prometheus.CounterVec
+	TenantLabel    func(tenant string) string
 	// OnServing is called once a leader subscription is up, before any
 	// request can reach it.
 	OnServing func()
