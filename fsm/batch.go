@@ -44,7 +44,7 @@ const LogFormatTenant = 6
 // transaction; 1 for the rest. A leader proposes a body only when every member reads its format.
 func RequiredLogFormat(body any) int {
 	switch b := body.(type) {
-	case *SetQuota:
+	case *SetQuota, *TenantMove:
 		return LogFormatTenant
 	case *Compact:
 		return LogFormatHistory

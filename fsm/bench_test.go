@@ -138,6 +138,7 @@ func deepCopy(s *State) *State {
 			return true
 		})
 		cs.nextLeaseID, cs.anonymous, cs.idemSeq, cs.valueBytes = sp.nextLeaseID, sp.anonymous, sp.idemSeq, sp.valueBytes
+		cs.status, cs.movedTo, cs.fencedAt = sp.status, sp.movedTo, sp.fencedAt
 		cs.hist = sp.hist.clone()
 		if sp.name == DefaultTenant {
 			c.spaces[DefaultTenant], c.space = cs, cs

@@ -25,6 +25,7 @@ var wantWireName = map[string]struct {
 	"ErrLeaseExists":         {ErrLeaseExists, schema.ErrLeaseExists},
 	"ErrLeaseConflict":       {ErrLeaseConflict, schema.ErrLeaseConflict},
 	"ErrLimitExceeded":       {ErrLimitExceeded, schema.ErrLimitExceeded},
+	"ErrTenantUnavailable":   {ErrTenantUnavailable, schema.ErrUnavailable},
 	"ErrTooLarge":            {ErrTooLarge, schema.ErrTooLarge},
 	"ErrIdempotencyConflict": {ErrIdempotencyConflict, schema.ErrIdempotencyConflict},
 	"ErrCompacted":           {ErrCompacted, schema.ErrCompacted},

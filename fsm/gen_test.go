@@ -35,6 +35,9 @@ type cmdGen struct {
 	// a tenant choice does not shift the rest of the stream.
 	tenants []string
 	tr      *rand.Rand
+	// imported counts the chunks of tenant MOVED-IN imported so far; -1
+	// once it is activated.
+	imported int
 }
 
 // genTenants are the tenants commands are sent for: the default one most
@@ -49,7 +52,7 @@ type keyedBody struct {
 }
 
 func newCmdGen(seed int64) *cmdGen {
-	g := &cmdGen{r: rand.New(rand.NewSource(seed)), tr: rand.New(rand.NewSource(^seed)), now: 1_000_000,
+	g := &cmdGen{imported: 0, r: rand.New(rand.NewSource(seed)), tr: rand.New(rand.NewSource(^seed)), now: 1_000_000,
 		tenants: []string{DefaultTenant}}
 	tokens := []string{"a", "b", "svc", "x-1", "Z"}
 	for _, t1 := range tokens {
@@ -193,6 +196,9 @@ func (g *cmdGen) next(all *State) []byte {
 		}
 		body, tenant = q, DefaultTenant
 	}
+	if len(g.tenants) > 1 && g.tr.Intn(60) == 0 {
+		body, tenant = g.move(all, now), DefaultTenant
+	}
 	key := ""
 	switch x := g.r.Intn(100); {
 	case x < 9 && len(g.keyed) > 0:
@@ -222,6 +228,27 @@ func (g *cmdGen) next(all *State) []byte {
 		panic(err)
 	}
 	return data
+}
+
+// move returns a step of a move: a tenant fenced, or its fence lifted, or
+// a chunk of tenant MOVED-IN imported, or MOVED-IN activated.
+func (g *cmdGen) move(s *State, now int64) *TenantMove {
+	if g.imported >= 0 && g.tr.Intn(2) == 0 {
+		if g.imported == 4 {
+			g.imported = -1
+			return &TenantMove{Tenant: "MOVED-IN", Phase: MoveActivate, NextLeaseID: 10}
+		}
+		g.imported++
+		id := int64(g.imported)
+		return &TenantMove{Tenant: "MOVED-IN", Phase: MoveImport,
+			Leases: []MovedLease{{ID: id, TTL: 1 + g.tr.Int63n(5), RemainingMS: g.tr.Int63n(5000), Anonymous: id == 3}},
+			Keys:   []MovedKey{{Key: fmt.Sprintf("in.%d", id), Value: g.value(), Version: 1 + g.tr.Int63n(3), Lease: id}}}
+	}
+	tenant := g.tenants[len(g.tenants)-1-g.tr.Intn(2)]
+	if sp := s.spaces[tenant]; sp != nil && sp.status == tenantMoving {
+		return &TenantMove{Tenant: tenant, Phase: MoveAbort}
+	}
+	return &TenantMove{Tenant: tenant, Phase: MoveFence, To: "elsewhere"}
 }
 
 // bad returns an entry that does not decode.

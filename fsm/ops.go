@@ -32,6 +32,8 @@ const (
 	OpCompact Op = 10
 	// OpSetQuota sets a tenant's quota.
 	OpSetQuota Op = 11
+	// OpTenantMove is a step of a tenant's move between clusters.
+	OpTenantMove Op = 12
 )
 
 // keyRule says what an idempotency key on a command does. The zero value
@@ -151,6 +153,8 @@ var ops = [...]opSpec{
 			return b, d
 		},
 		applyReply((*State).setQuota)),
+
+	OpTenantMove: opEntry("tenant_move", keyIgnored, encoder.tenantMove, decoder.tenantMove, applyReply((*State).moveTenant)),
 }
 
 // opEntry builds a table entry from functions typed for the body *T.

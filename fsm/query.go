@@ -265,10 +265,13 @@ func (s *State) Expired(now int64, max int) []int64 {
 	return ids
 }
 
-// NextDeadline returns the earliest lease deadline of every tenant, if
-// there is a lease.
+// NextDeadline returns the earliest lease deadline of every tenant served
+// here (a moving tenant's leases are frozen), if there is a lease.
 func (s *State) NextDeadline() (next int64, ok bool) {
 	s.each(func(sp *space) {
+		if sp.status != tenantActive {
+			return // frozen while it moves
+		}
 		if e, has := sp.expiry.Min(); has && (!ok || e.deadline < next) {
 			next, ok = e.deadline, true
 		}
@@ -288,6 +291,9 @@ type DueLeases struct {
 func (s *State) Due(now int64) []DueLeases {
 	var due []DueLeases
 	s.each(func(sp *space) {
+		if sp.status != tenantActive {
+			return
+		}
 		if ids := s.In(sp.name).Expired(now, 0); len(ids) > 0 {
 			due = append(due, DueLeases{Tenant: sp.name, IDs: ids})
 		}

@@ -40,6 +40,10 @@ type Snapshot struct {
 	// tenants' spaces, in name order, when this is the default one.
 	tenant  string
 	tenants []*Snapshot
+	// status, movedTo and fencedAt are the tenant's move (move.go).
+	status   byte
+	movedTo  string
+	fencedAt int64
 	// quotas are the tenants' quotas (shared with the state: never
 	// changed in place).
 	quotas map[string]Quota
@@ -67,8 +71,12 @@ type snapshotHeader struct {
 	History int `json:"history,omitempty"`
 	// Tenant names the space a tenant frame starts (binary only): its
 	// header gives the space's own fields and counts, and the cluster's
-	// (revision, time, limits) are the snapshot header's.
-	Tenant string `json:"-"`
+	// (revision, time, limits) are the snapshot header's; Status, MovedTo
+	// and FencedAt its move.
+	Tenant   string `json:"-"`
+	Status   byte   `json:"-"`
+	MovedTo  string `json:"-"`
+	FencedAt int64  `json:"-"`
 }
 
 // snapshotVersion is one version of the history. A put that is still the
@@ -159,6 +167,9 @@ func (sp *space) snapshot(s *State) *Snapshot {
 		nextLeaseID: sp.nextLeaseID,
 		now:         s.now,
 		limits:      s.limits,
+		status:      sp.status,
+		movedTo:     sp.movedTo,
+		fencedAt:    sp.fencedAt,
 	}
 }
 

@@ -382,7 +382,10 @@ func (e *binaryEncoder) tenant(h *snapshotHeader) {
 	p = binary.AppendUvarint(p, uint64(h.Idempotency))
 	p = binary.AppendUvarint(p, h.IdempotencySeq)
 	p = binary.AppendVarint(p, h.CompactRevision)
-	e.buf = binary.AppendUvarint(p, uint64(h.History))
+	p = binary.AppendUvarint(p, uint64(h.History))
+	p = append(p, h.Status)
+	p = appendString(p, h.MovedTo)
+	e.buf = binary.AppendVarint(p, h.FencedAt)
 	e.flush()
 	e.leaseID, e.key, e.hRev, e.hNow, e.hKey, e.ref = 0, "", 0, 0, "", 0
 }
@@ -437,7 +440,7 @@ func (sn *Snapshot) writeSpace(e *binaryEncoder, start func(*snapshotHeader)) {
 		Leases: sn.leases.Len(), Keys: len(recs),
 		Idempotency: sn.idem.Len(), IdempotencySeq: sn.idemSeq,
 		History: sn.hist.byKey.Len() + live, CompactRevision: sn.hist.floor,
-		Tenant: sn.tenant,
+		Tenant: sn.tenant, Status: sn.status, MovedTo: sn.movedTo, FencedAt: sn.fencedAt,
 	})
 
 	e.start(frameLeases)
@@ -856,6 +859,9 @@ func (d *binaryDecoder) tenant() *snapshotHeader {
 	h.IdempotencySeq = d.uvarint()
 	h.CompactRevision = d.varint()
 	h.History = count()
+	h.Status = d.byte1()
+	h.MovedTo = string(d.bytes())
+	h.FencedAt = d.varint()
 	d.leaseID, d.keys, d.prevKey, d.hRev, d.hNow, d.hKey, d.ref = 0, 0, "", 0, 0, "", 0
 	return h
 }

@@ -266,6 +266,15 @@ func (rs *restorer) readTenant(src snapshotSource, main *State, th *snapshotHead
 	}
 	sp := sub.space
 	sp.name = name
+	sp.status, sp.movedTo, sp.fencedAt = th.Status, th.MovedTo, th.FencedAt
+	switch {
+	case sp.status > tenantMoved:
+		return fmt.Errorf("%w: tenant %q has status %d", ErrBadSnapshot, name, sp.status)
+	case (sp.status == tenantMoving || sp.status == tenantMoved) != (sp.movedTo != ""):
+		return fmt.Errorf("%w: tenant %q has status %d and destination %q", ErrBadSnapshot, name, sp.status, sp.movedTo)
+	case sp.status == tenantMoved && (sp.kv.Len() > 0 || sp.leases.Len() > 0):
+		return fmt.Errorf("%w: tenant %q moved away but holds keys or leases", ErrBadSnapshot, name)
+	}
 	main.addSpace(sp)
 	return nil
 }

@@ -253,6 +253,15 @@ func (s *State) ApplyCommand(c Command) Result {
 	s.enter(c.Tenant)
 	defer func() { s.applying = false; s.leave() }()
 	var r Result
+	if err := s.tenantRefusal(); err != nil {
+		// A moving or moved tenant's command changes nothing; its expiry
+		// is no error (its leases are frozen, or gone).
+		if c.Op != OpExpire {
+			r.Err = err
+		}
+		r.Op, r.Now, r.Tenant = c.Op, s.now, c.Tenant
+		return r
+	}
 	if c.IdempotencyKey != "" && mutates(c.Op) {
 		r = s.applyIdempotent(c, s.now)
 	} else {

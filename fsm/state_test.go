@@ -63,10 +63,10 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		}
 	}
 	// The op numbers are part of the log format.
-	eq(t, "op numbers", []Op{OpGrant, OpKeepAlive, OpRevoke, OpPut, OpDelete, OpExpire, OpSetLimits, OpTxn, OpKeepAliveMany, OpCompact, OpSetQuota}, []Op{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11})
+	eq(t, "op numbers", []Op{OpGrant, OpKeepAlive, OpRevoke, OpPut, OpDelete, OpExpire, OpSetLimits, OpTxn, OpKeepAliveMany, OpCompact, OpSetQuota, OpTenantMove}, []Op{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
 	eq(t, "op names", []string{OpGrant.String(), OpKeepAlive.String(), OpRevoke.String(), OpPut.String(),
-		OpDelete.String(), OpExpire.String(), OpSetLimits.String(), OpKeepAliveMany.String(), OpCompact.String(), OpSetQuota.String(), Op(12).String()},
-		[]string{"grant", "keepalive", "revoke", "put", "delete", "expire", "set_limits", "keepalive_many", "compact", "set_quota", "op(12)"})
+		OpDelete.String(), OpExpire.String(), OpSetLimits.String(), OpKeepAliveMany.String(), OpCompact.String(), OpSetQuota.String(), OpTenantMove.String(), Op(13).String()},
+		[]string{"grant", "keepalive", "revoke", "put", "delete", "expire", "set_limits", "keepalive_many", "compact", "set_quota", "tenant_move", "op(13)"})
 	// SetLimits carries six varints, in field order.
 	data := encode(t, 0, &Limits{MaxLeases: 1, MaxKeysPerLease: 2, IdempotencyEntries: 3, IdempotencyRevisions: 4, HistoryRevisions: 5, HistoryAgeMS: 6})
 	eq(t, "set_limits body", data[headerLen:], []byte{2, 4, 6, 8, 10, 12})

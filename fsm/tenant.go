@@ -49,6 +49,12 @@ type space struct {
 	// valueBytes is the size of the space's records (record.size), for
 	// the ValueBytes quota: derived, rebuilt on restore.
 	valueBytes int64
+	// status says whether the tenant is served here (move.go): while it
+	// moves to movedTo, since fencedAt (lease clock), its leases are
+	// frozen.
+	status   byte
+	movedTo  string
+	fencedAt int64
 }
 
 func newSpace(name string) *space {

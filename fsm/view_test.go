@@ -277,7 +277,8 @@ func TestViewCoversEveryField(t *testing.T) {
 	leftOut := map[string]bool{"expiry": true, "idemByKey": true, "idemBySeq": true, "prevs": true, "activity": true,
 		"applying": true, "pivotRec": true, "pivotLease": true, "versionSlab": true}
 	scalars := map[string]bool{"idemSeq": true, "revision": true, "nextLeaseID": true, "now": true, "limits": true,
-		"anonymous": true, "leaseTotal": true, "name": true, "valueBytes": true, "quota": true}
+		"anonymous": true, "leaseTotal": true, "name": true, "valueBytes": true, "quota": true,
+		"status": true, "movedTo": true, "fencedAt": true}
 	// Shared with the live state because Apply never changes it in place.
 	cloned["quotas"] = true
 	for _, st := range []reflect.Type{reflect.TypeOf(State{}), reflect.TypeOf(space{})} {

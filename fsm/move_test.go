@@ -1,0 +1,171 @@
+package fsm
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/concord-io/concord/schema"
+)
+
+// A tenant moves from one state machine to another: every key, lease (with
+// its time left at the fence) and idempotency entry arrives once; the
+// source refuses the tenant from the fence on, even a write proposed
+// before it; the target refuses it until it is activated.
+func TestTenantMoveBetweenStates(t *testing.T) {
+	src, dst := New(), New()
+	mustApplyFor(t, src, "A", t0, &Grant{TTL: 10})
+	mustApplyFor(t, src, "A", t0, &Put{Key: "k1", Value: val(`1`), Lease: 1})
+	mustApplyFor(t, src, "A", t0, &Put{Key: "k2", Value: val(`"two"`), ContentType: "text/plain", Metadata: val(`{"m":1}`)})
+	mustApplyFor(t, src, "A", t0, &Put{Key: "k2", Value: val(`"2"`)})
+	mustApplyFor(t, src, "A", t0, &Put{Key: "anon", Value: val(`3`), TTL: 30})
+	if r := applyFor(t, src, "A", "req-1", t0, &Grant{TTL: 20}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	mustApplyFor(t, src, "B", t0, &Grant{TTL: 10})
+	// The target has its own tenant B and its own revisions.
+	for range 5 {
+		mustApplyFor(t, dst, "B", t0, &Put{Key: "b", Value: val(`1`)})
+	}
+
+	// Fence at t0+4000: lease 1 has 6 s left, the anonymous one 26 s.
+	mustApply(t, src, t0+4000, &TenantMove{Tenant: "A", Phase: MoveFence, To: "c2"})
+	for _, body := range []any{&KeepAlive{ID: 1}, &Put{Key: "k3", Value: val(`1`)}, &Revoke{ID: 1}} {
+		r := applyFor(t, src, "A", "", t0+4000, body)
+		if !errors.Is(r.Err, ErrTenantUnavailable) || !strings.Contains(r.Err.Error(), `moving to the cluster at subject prefix "c2"`) {
+			t.Fatalf("%T while fenced: %v", body, r.Err)
+		}
+	}
+	if err := src.TenantRefusal("A"); err == nil {
+		t.Fatal("TenantRefusal says A is served while fenced")
+	}
+	// Frozen: long past every deadline, nothing is due, and an expire
+	// changes nothing.
+	if due := src.Due(t0 + 1_000_000); len(due) != 1 || due[0].Tenant != "B" {
+		t.Fatalf("due while A is fenced: %+v", due)
+	}
+	if r := applyFor(t, src, "A", "", t0+1_000_000, &Expire{IDs: []int64{1, 2, 3}}); r.Err != nil || len(r.Events) != 0 {
+		t.Fatalf("an expire of a fenced tenant: %v %v", r.Err, r.Events)
+	}
+
+	// Copy it over in chunks of one.
+	var leases []MovedLease
+	var keys []MovedKey
+	var idem []MovedIdem
+	var next int64
+	for _, section := range []string{ExportLeases, ExportKeys, ExportIdempotency} {
+		after := ""
+		for {
+			p, err := src.ExportTenant("A", section, after, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			leases, keys, idem = append(leases, p.Leases...), append(keys, p.Keys...), append(idem, p.Idempotency...)
+			next, after = p.NextLeaseID, p.Next
+			if !p.More {
+				break
+			}
+		}
+	}
+	eq(t, "leases exported", len(leases), 3)
+	eq(t, "keys exported", len(keys), 3)
+	eq(t, "idempotency exported", len(idem), 1)
+	eq(t, "lease 1's time left at the fence", leases[0].RemainingMS, int64(6000))
+	for _, l := range leases {
+		mustApply(t, dst, t0+90_000, &TenantMove{Tenant: "A", Phase: MoveImport, Leases: []MovedLease{l}})
+	}
+	for _, k := range keys {
+		mustApply(t, dst, t0+90_000, &TenantMove{Tenant: "A", Phase: MoveImport, Keys: []MovedKey{k}})
+	}
+	mustApply(t, dst, t0+90_000, &TenantMove{Tenant: "A", Phase: MoveImport, Idempotency: idem})
+	if r := applyFor(t, dst, "A", "", t0+90_000, &KeepAlive{ID: 1}); !errors.Is(r.Err, ErrTenantUnavailable) {
+		t.Fatalf("A served on the target before activation: %v", r.Err)
+	}
+	mustApply(t, dst, t0+90_000, &TenantMove{Tenant: "A", Phase: MoveActivate, NextLeaseID: next})
+	mustApply(t, src, t0+90_000, &TenantMove{Tenant: "A", Phase: MoveFinish})
+
+	// The target has A as it was, its leases with their time left.
+	a := dst.In("A")
+	li, err := a.LeaseInfo(1, true, t0+90_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "lease 1 remaining on the target", li.RemainingMS, int64(6000))
+	eq(t, "lease 1 keys", li.Keys, []string{"k1"})
+	kvs := getAll(a, t0+90_000)
+	eq(t, "keys on the target", len(kvs), 3)
+	k2 := getKey(t, a, "k2")
+	eq(t, "k2 value", string(k2.Value), `"2"`)
+	eq(t, "k2 version", k2.Version, int64(2))
+	eq(t, "k2 revision is the target's", k2.ModRevision, int64(5))
+	// A retry of the keyed grant is answered, not applied again.
+	if r := applyFor(t, dst, "A", "req-1", t0+90_000, &Grant{TTL: 20}); r.Err != nil || !r.Cached {
+		t.Fatalf("a retry of a request applied on the source: %v cached %v", r.Err, r.Cached)
+	}
+	// New leases do not reuse the source's ids.
+	g := mustApplyFor(t, dst, "A", t0+90_000, &Grant{TTL: 5}).Reply.(*schema.LeaseGrantReply)
+	if g.ID <= 3 {
+		t.Fatalf("a new lease on the target took id %d", g.ID)
+	}
+	// The history starts at the import; reads before it are compacted.
+	if _, err := a.GetAt(GetQuery{Key: "k2"}, 3, t0); !errors.Is(err, ErrCompacted) {
+		t.Fatalf("a read at a revision before the import: %v", err)
+	}
+	// B on the target is untouched.
+	eq(t, "B on the target", getKey(t, dst.In("B"), "b").Version, int64(5))
+
+	// The source refuses A for good, naming where it went, and holds
+	// nothing of it.
+	r := applyFor(t, src, "A", "", t0+90_000, &Grant{TTL: 5})
+	if !errors.Is(r.Err, ErrTenantUnavailable) || !strings.Contains(r.Err.Error(), `moved to the cluster at subject prefix "c2"`) {
+		t.Fatalf("A on the source after the move: %v", r.Err)
+	}
+	eq(t, "A's keys on the source", src.In("A").Usage().Keys, int64(0))
+	eq(t, "leases on the source", src.leaseTotal, int64(1)) // B's
+	for _, s := range []*State{src, dst} {
+		if err := checkInvariants(s); err != nil {
+			t.Fatal(err)
+		}
+		eq(t, "digest after a snapshot", stateDigest(restored(t, snap(t, s))), stateDigest(s))
+	}
+	if err := restored(t, snap(t, src)).TenantRefusal("A"); err == nil {
+		t.Fatal("a restored source serves A again")
+	}
+}
+
+// An aborted move serves the tenant again on the source, its leases later
+// by the time they were frozen, and drops what the target imported.
+func TestTenantMoveAbort(t *testing.T) {
+	src, dst := New(), New()
+	mustApplyFor(t, src, "A", t0, &Grant{TTL: 10})
+	mustApply(t, src, t0+4000, &TenantMove{Tenant: "A", Phase: MoveFence, To: "c2"})
+	mustApply(t, dst, t0, &TenantMove{Tenant: "A", Phase: MoveImport, Leases: []MovedLease{{ID: 1, TTL: 10, RemainingMS: 6000}}})
+	mustApply(t, src, t0+9000, &TenantMove{Tenant: "A", Phase: MoveAbort})
+	mustApply(t, dst, t0, &TenantMove{Tenant: "A", Phase: MoveAbort})
+	li, err := src.In("A").LeaseInfo(1, false, t0+9000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "time left after 5 s frozen", li.RemainingMS, int64(6000))
+	mustApplyFor(t, src, "A", t0+9000, &KeepAlive{ID: 1})
+	eq(t, "the target forgot A", dst.Tenants(), []string{DefaultTenant})
+	eq(t, "the target's leases", dst.leaseTotal, int64(0))
+	// Steps out of order are refused and change nothing.
+	for _, m := range []*TenantMove{
+		{Tenant: "A", Phase: MoveFinish},                   // not fenced
+		{Tenant: "A", Phase: MoveActivate},                 // not importing
+		{Tenant: "nobody", Phase: MoveFence, To: "c2"},     // never wrote
+		{Tenant: "A", Phase: MoveFence},                    // no destination
+		{Tenant: "A", Phase: MoveImport},                   // served here
+		{Tenant: DefaultTenant, Phase: MoveFence, To: "x"}, // the operator's own
+	} {
+		if r := apply(t, src, t0+9000, m); r.Err == nil {
+			t.Errorf("move step %+v applied", m)
+		}
+	}
+	for _, s := range []*State{src, dst} {
+		if err := checkInvariants(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
