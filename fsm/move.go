@@ -282,14 +282,34 @@ const (
 // after the given lease id, key or idempotency sequence. The tenant must be
 // fenced (MoveFence), so the space no longer changes and each lease's
 // remaining time is its time left at the fence.
-func (s *State) ExportTenant(tenant, section, after string, limit int) (*ExportPage, error) {
-	sp := s.spaces[tenant]
-	if sp == nil || sp.status != tenantMoving {
+//
+// A page also ends once its keys' or entries' bytes pass maxBytes (0: no
+// bound), after at least one item, so that the import of a page fits in a
+// NATS message as the export did.
+func (s *State) ExportTenant(tenant, section, after string, limit, maxBytes int) (*ExportPage, error) {
+	if _, ok := s.spaces[tenant]; !ok {
 		return nil, errf(ErrTenantUnavailable, "tenant %s is not fenced for a move here; nothing to export", tenant)
 	}
+	return s.In(tenant).exportSpace(section, after, limit, maxBytes)
+}
+
+// ExportTenant reads a page of the view's tenant, as State.ExportTenant
+// does: a view of a fenced tenant, which no longer changes, so the pages
+// are read without holding up Apply.
+func (v *View) ExportTenant(section, after string, limit, maxBytes int) (*ExportPage, error) {
+	return v.s.exportSpace(section, after, limit, maxBytes)
+}
+
+// exportSpace reads a page of the current space.
+func (s *State) exportSpace(section, after string, limit, maxBytes int) (*ExportPage, error) {
+	sp := s.space
+	if sp.status != tenantMoving {
+		return nil, errf(ErrTenantUnavailable, "tenant %s is not fenced for a move here; nothing to export", sp.name)
+	}
 	page := &ExportPage{FencedAt: sp.fencedAt, To: sp.movedTo, NextLeaseID: sp.nextLeaseID}
+	bytes := 0
 	full := func(n int) bool {
-		if n >= limit {
+		if n >= limit || (maxBytes > 0 && n > 0 && bytes >= maxBytes) {
 			page.More = true
 			return true
 		}
@@ -322,10 +342,14 @@ func (s *State) ExportTenant(tenant, section, after string, limit int) (*ExportP
 			}
 			page.Keys = append(page.Keys, MovedKey{Key: r.key, Value: r.value, Version: r.version, Lease: r.lease,
 				ContentType: r.contentType(), Metadata: r.metadata()})
+			bytes += len(r.key) + int(r.size()) + len(r.contentType()) + recordOverhead
 			page.Next = r.key
 			return true
 		})
 	case ExportIdempotency:
+		if sp.idemBySeq == nil {
+			return nil, errf(ErrBadCommand, "a view holds no idempotency entries; read them from the state")
+		}
 		var from uint64
 		if after != "" {
 			if _, err := fmt.Sscan(after, &from); err != nil {
@@ -337,6 +361,7 @@ func (s *State) ExportTenant(tenant, section, after string, limit int) (*ExportP
 				return false
 			}
 			page.Idempotency = append(page.Idempotency, MovedIdem{Key: e.key, Hash: e.hash, Reply: e.reply})
+			bytes += len(e.key) + len(e.reply) + recordOverhead
 			page.Next = fmt.Sprint(e.seq)
 			return true
 		})

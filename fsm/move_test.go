@@ -56,7 +56,7 @@ func TestTenantMoveBetweenStates(t *testing.T) {
 	for _, section := range []string{ExportLeases, ExportKeys, ExportIdempotency} {
 		after := ""
 		for {
-			p, err := src.ExportTenant("A", section, after, 1)
+			p, err := src.ExportTenant("A", section, after, 1, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -168,4 +168,26 @@ func TestTenantMoveAbort(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// A page of keys ends once its bytes pass the bound, after one key at
+// least.
+func TestTenantExportPageBytes(t *testing.T) {
+	s := New()
+	for _, k := range []string{"a", "b", "c"} {
+		mustApplyFor(t, s, "A", t0, &Put{Key: k, Value: val(`"` + strings.Repeat("x", 1000) + `"`)})
+	}
+	mustApply(t, s, t0, &TenantMove{Tenant: "A", Phase: MoveFence, To: "c2"})
+	p, err := s.ExportTenant("A", ExportKeys, "", 100, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "keys in a page of 10 bytes", len(p.Keys), 1)
+	eq(t, "more", p.More, true)
+	p, err = s.ExportTenant("A", ExportKeys, p.Next, 100, 2500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "keys after a", []string{p.Keys[0].Key, p.Keys[1].Key}, []string{"b", "c"})
+	eq(t, "no more", p.More, false)
 }

@@ -154,7 +154,7 @@ var ops = [...]opSpec{
 		},
 		applyReply((*State).setQuota)),
 
-	OpTenantMove: opEntry("tenant_move", keyIgnored, encoder.tenantMove, decoder.tenantMove, applyReply((*State).moveTenant)),
+	OpTenantMove: opEntry("tenant_move", keyRemembered, encoder.tenantMove, decoder.tenantMove, applyReply((*State).moveTenant)),
 }
 
 // opEntry builds a table entry from functions typed for the body *T.

@@ -55,12 +55,17 @@ const (
 	// tenant's quota (docs/tenancy.md).
 	ClusterTenants Endpoint = "cluster.tenants"
 	ClusterQuota   Endpoint = "cluster.quota"
+	// ClusterTenantMove steps a tenant's move between clusters, whose
+	// fenced space ClusterTenantExport reads a page at a time.
+	ClusterTenantMove   Endpoint = "cluster.tenant.move"
+	ClusterTenantExport Endpoint = "cluster.tenant.export"
 )
 
 // Endpoints lists every request endpoint in a stable order.
 var Endpoints = []Endpoint{LeaseGrant, LeaseKeepAlive, LeaseKeepAliveMany, LeaseRevoke, LeaseInfo, LeaseList,
 	KVPut, KVGet, KVDelete, KVTxn, KVChanges, KVHistory, KVCompact,
-	ClusterJoin, ClusterRemove, ClusterStatus, ClusterSnapshot, ClusterBackup, ClusterBackupChunk, ClusterTenants, ClusterQuota}
+	ClusterJoin, ClusterRemove, ClusterStatus, ClusterSnapshot, ClusterBackup, ClusterBackupChunk, ClusterTenants, ClusterQuota,
+	ClusterTenantMove, ClusterTenantExport}
 
 // Name is the endpoint's one name outside its subject: "lease.grant"
 // becomes "lease_grant", as NATS micro requires ('.' is not allowed in an
@@ -83,7 +88,7 @@ func (e Endpoint) ForTenants() bool {
 // standby never answers one.
 func (e Endpoint) Writes() bool {
 	switch e {
-	case LeaseGrant, LeaseKeepAlive, LeaseKeepAliveMany, LeaseRevoke, KVPut, KVDelete, KVTxn, KVCompact, ClusterRemove, ClusterQuota:
+	case LeaseGrant, LeaseKeepAlive, LeaseKeepAliveMany, LeaseRevoke, KVPut, KVDelete, KVTxn, KVCompact, ClusterRemove, ClusterQuota, ClusterTenantMove:
 		return true
 	}
 	return false

@@ -111,7 +111,7 @@ func TestValidateNodeIDDescriptions(t *testing.T) {
 // endpoints that change the log or the membership.
 func TestEndpointWrites(t *testing.T) {
 	writes := map[Endpoint]bool{LeaseGrant: true, LeaseKeepAlive: true, LeaseKeepAliveMany: true, LeaseRevoke: true,
-		KVPut: true, KVDelete: true, KVTxn: true, KVCompact: true, ClusterRemove: true, ClusterQuota: true}
+		KVPut: true, KVDelete: true, KVTxn: true, KVCompact: true, ClusterRemove: true, ClusterQuota: true, ClusterTenantMove: true}
 	for _, e := range Endpoints {
 		if e.Writes() != writes[e] {
 			t.Errorf("%s: Writes() = %v", e, e.Writes())

@@ -92,6 +92,7 @@ func clientUsage() string {
   concord status [--tenant NAME]
   concord tenant list [TENANT]        operators: what each tenant holds, and its quota
   concord tenant quota TENANT [--leases N] [--keys N] [--value-bytes N] [--keepalive-many N] [--rate N] [--clear]
+  concord tenant move TENANT --to-prefix P   operators: move a tenant to the cluster at prefix P
 
 Flags may come before or after the arguments; put "--" before an argument
 that starts with "-". The connection and output flags below may also come
@@ -253,7 +254,7 @@ func isReplyOf(err error, class schema.ErrorClass) bool {
 
 // subcommands are the commands of the command groups, for messages.
 var subcommands = map[string][]string{"lease": {"grant", "keepalive", "revoke", "info", "list"}, "kv": {"put", "get", "del", "txn", "history", "compact"},
-	"tenant": {"list", "quota"}}
+	"tenant": {"list", "quota", "move"}}
 
 // runCLI runs one client command and returns the process exit code.
 func runCLI(cmd string, args []string) int {

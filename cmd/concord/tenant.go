@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+	"time"
 
 	"github.com/concord-io/concord/client"
 	"github.com/concord-io/concord/schema"
@@ -17,7 +18,8 @@ func runTenant(args []string) error {
 	return subcommand("tenant", args, map[string]func([]string) error{
 		"list":  tenantList,
 		"quota": tenantQuota,
-	}, "list|quota")
+		"move":  tenantMove,
+	}, "list|quota|move")
 }
 
 func tenantList(args []string) error {
@@ -92,5 +94,43 @@ func tenantQuota(args []string) error {
 	return cf.output(r, func(w io.Writer) {
 		fmt.Fprintf(w, "tenant %s is held to %d leases, %d keys, %d value bytes, keepalive_many of %d, %d requests/s (0: no bound)\n",
 			r.Tenant, r.Quota.Leases, r.Quota.Keys, r.Quota.ValueBytes, r.Quota.KeepAliveMany, r.Quota.RequestsPerSecond)
+	})
+}
+
+func tenantMove(args []string) error {
+	fs, cf := newFlags("tenant move", "tenant move TENANT --to-prefix P\n\n"+
+		"Moves TENANT (a NATS account) from the cluster at --subject-prefix to the cluster at prefix P on the\n"+
+		"same NATS bus: fences it (its requests get 503, retry, and its leases are frozen), copies its keys,\n"+
+		"leases with their time left and idempotency entries, serves it on P and drops it here. Then point\n"+
+		"the account's imports at P (docs/tenancy.md); until then its requests get 503 naming P. On an error\n"+
+		"the move is undone. Operators only. --timeout bounds the whole move (default here 5m).")
+	to := fs.String("to-prefix", "", "subject prefix of the target cluster")
+	pos, err := parseArgs(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if *to == "" || *to == cf.subjectPfx {
+		return usagef("--to-prefix must name another cluster's subject prefix than --subject-prefix %q", cf.subjectPfx)
+	}
+	if !isSet(fs, "timeout") {
+		cf.timeout = 5 * time.Minute
+	}
+	rep, err := callOnce(cf, func(ctx context.Context, src *client.Client) (client.MoveReport, error) {
+		dst, err := client.Connect(client.Conn(src.NATS()), client.Prefix(*to))
+		if err != nil {
+			return client.MoveReport{}, err
+		}
+		defer dst.Close()
+		return client.MoveTenant(ctx, src, dst, pos[0])
+	})
+	if err != nil {
+		return err
+	}
+	out := map[string]any{"tenant": pos[0], "to": *to, "leases": rep.Leases, "keys": rep.Keys, "idempotency": rep.Idempotency,
+		"fenced_ms": rep.Fenced.Milliseconds()}
+	return cf.output(out, func(w io.Writer) {
+		fmt.Fprintf(w, "moved %s to %s: %d leases, %d keys, %d idempotency entries; refused for %s from the fence to the target serving it\n",
+			pos[0], *to, rep.Leases, rep.Keys, rep.Idempotency, rep.Fenced.Round(time.Millisecond))
+		fmt.Fprintf(w, "now point %s's imports at %s.lease.*, %s.kv.* and %s.tenant.%s.watch.>\n", pos[0], *to, *to, *to, pos[0])
 	})
 }

@@ -103,7 +103,7 @@ func (s *Server) handle(j job) {
 		tenant, e = requestTenant(j.ep, j.m)
 	}
 	if e == nil && tenant != fsm.DefaultTenant {
-		e = s.checkRate(tenant)
+		e = s.checkTenant(tenant)
 	}
 	if e == nil {
 		reply, e = s.serve(j.m, tenant, j.h)
@@ -149,11 +149,19 @@ func requestTenant(ep subjects.Endpoint, m *nats.Msg) (string, *schema.Error) {
 	return tenant, e
 }
 
-// checkRate takes a token from the tenant's bucket, if its quota sets a
-// rate.
-func (s *Server) checkRate(tenant string) *schema.Error {
+// checkTenant refuses a tenant's request while the tenant moves or after
+// it moved (reads too: a moved tenant's data is gone), and takes a token
+// from its bucket if its quota sets a rate.
+func (s *Server) checkTenant(tenant string) *schema.Error {
 	var rps int64
-	s.sm.Read(func(st *fsm.State) { rps = st.QuotaOf(tenant).RequestsPerSecond })
+	var refusal error
+	s.sm.Read(func(st *fsm.State) {
+		refusal = st.TenantRefusal(tenant)
+		rps = st.QuotaOf(tenant).RequestsPerSecond
+	})
+	if refusal != nil {
+		return errorFor(refusal)
+	}
 	if !s.rates.allow(tenant, rps) {
 		return rateError(tenant, rps)
 	}

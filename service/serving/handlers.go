@@ -2,6 +2,7 @@ package serving
 
 import (
 	"context"
+	"encoding/hex"
 	"sync"
 	"time"
 
@@ -42,6 +43,9 @@ func (s *Server) handlers() map[subjects.Endpoint]handler {
 
 		subjects.ClusterTenants: ownAccount(s.handleTenants),
 		subjects.ClusterQuota:   proposes(s, noBodyKey(s.cfg.Decoder.Quota)),
+
+		subjects.ClusterTenantMove:   proposes(s, noBodyKey(s.cfg.Decoder.TenantMove)),
+		subjects.ClusterTenantExport: ownAccount(s.handleTenantExport),
 
 		subjects.ClusterBackup:      ownAccount(s.handleBackup),
 		subjects.ClusterBackupChunk: ownAccount(s.handleBackupChunk), // replies with raw bytes (backup.go)
@@ -237,4 +241,49 @@ func (s *Server) handleTenants(ctx context.Context, m *nats.Msg) (any, *schema.E
 	var reply *schema.ClusterTenantsReply
 	s.sm.Read(func(st *fsm.State) { reply = st.TenantReport(req.Tenant) })
 	return reply, nil
+}
+
+// handleTenantExport answers a page of a fenced tenant's space. The space
+// no longer changes, so its leases and keys are read from a view, without
+// the lock; the idempotency entries, which views leave out, under it (a
+// page of them is a short walk).
+func (s *Server) handleTenantExport(ctx context.Context, m *nats.Msg) (any, *schema.Error) {
+	req, e := s.cfg.Decoder.TenantExport(m.Data)
+	if e != nil {
+		return nil, e
+	}
+	if _, e := s.reads.now(ctx, false); e != nil {
+		return nil, e
+	}
+	var page *fsm.ExportPage
+	var err error
+	if req.Section == schema.ExportIdempotency {
+		s.sm.Read(func(st *fsm.State) {
+			page, err = st.ExportTenant(req.Tenant, req.Section, req.After, req.Limit, s.cfg.Decoder.ReplyBytes()/2)
+		})
+	} else {
+		page, err = s.sm.View(req.Tenant).ExportTenant(req.Section, req.After, req.Limit, s.cfg.Decoder.ReplyBytes()/2)
+	}
+	if err != nil {
+		return nil, errorFor(err)
+	}
+	return exportReply(req.Tenant, page), nil
+}
+
+// exportReply is a page as the wire carries it.
+func exportReply(tenant string, p *fsm.ExportPage) *schema.ClusterTenantExportReply {
+	r := &schema.ClusterTenantExportReply{Tenant: tenant, To: p.To, FencedAt: p.FencedAt, NextLeaseID: p.NextLeaseID, More: p.More}
+	if p.More {
+		r.Next = p.Next
+	}
+	for _, l := range p.Leases {
+		r.Leases = append(r.Leases, schema.MovedLease{ID: l.ID, TTL: l.TTL, RemainingMS: l.RemainingMS, Anonymous: l.Anonymous, Metadata: l.Metadata})
+	}
+	for _, k := range p.Keys {
+		r.Keys = append(r.Keys, schema.MovedKey{Key: k.Key, Value: k.Value, Version: k.Version, Lease: k.Lease, ContentType: k.ContentType, Metadata: k.Metadata})
+	}
+	for _, e := range p.Idempotency {
+		r.Idempotency = append(r.Idempotency, schema.MovedIdem{Key: e.Key, Hash: hex.EncodeToString(e.Hash[:]), Reply: e.Reply})
+	}
+	return r
 }
