@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/subjects"
 )
 
 // benchLine is one --json result line of concord bench.
@@ -229,5 +232,29 @@ func TestBenchSmokeGetAtRevision(t *testing.T) {
 	out, err := newProc(t, time.Minute, binPath, "kv", "get", "--server", n.natsURL, "--prefix", "bench.", "--count").combinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "0" {
 		t.Errorf("keys left after the run: %v, %q", err, out)
+	}
+}
+
+// keepalive-tenants renews every lease of every tenant, each request one
+// tenant's: afterwards each tenant holds its own leases and no other's.
+func TestBenchSmokeKeepAliveTenants(t *testing.T) {
+	n := startNode(t, nodeOpts{})
+	got := runBenchJSON(t, "--url", n.natsURL, "--duration", "300ms", "--clients", "2", "--keepalive-batch", "4",
+		"--tenants", "3", "--tenant-leases", "10", "keepalive-tenants")
+	r := got["keepalive-tenants"]
+	checkThroughput(t, r)
+	if r.Extra["tenants"] != 3 || r.Extra["leases"] != 30 || !(r.Extra["leases_per_s"] > r.OpsPerS) {
+		t.Errorf("keepalive-tenants: %+v", r)
+	}
+	c := connect(t, n.natsURL)
+	var st schema.ClusterTenantsReply
+	c.ok(subjects.ClusterTenants, map[string]any{}, &st)
+	if len(st.Tenants) != 4 {
+		t.Fatalf("tenants after the bench: %+v", st.Tenants)
+	}
+	for _, u := range st.Tenants[1:] {
+		if u.Leases != 10 {
+			t.Errorf("%s holds %d leases, want its 10", u.Tenant, u.Leases)
+		}
 	}
 }

@@ -35,7 +35,10 @@ type benchConfig struct {
 	revBack   int
 	revPage   int
 	revRounds int
-	jsonOut   bool
+	// The keepalive-tenants workload's sizes (bench_tenants.go).
+	tenants      int
+	tenantLeases int
+	jsonOut      bool
 }
 
 // benchResult is one line of output.
@@ -56,7 +59,7 @@ type benchResult struct {
 var benchWorkloads = []string{"grant", "put", "keepalive", "keepalive-batch", "get", "get-serializable", "txn", "revoke", "expiry"}
 
 // benchExtraWorkloads run only when named: their setup is large.
-var benchExtraWorkloads = []string{"get-at-revision"}
+var benchExtraWorkloads = []string{"get-at-revision", "keepalive-tenants"}
 
 const benchUsage = `Usage: concord bench [flags] [WORKLOAD...]
 
@@ -97,6 +100,12 @@ Only when named:
                     each read gets --duration in all. Prints the four
                     results, then what was measured and past ÷ present.
                     The keys are on leases of their own, revoked at the end.
+  keepalive-tenants --tenants tenants of --tenant-leases leases each (0: the
+                    leases of Concord's own account), renewed by
+                    keepalive_many requests of --keepalive-batch leases of
+                    one tenant each, in turn; extra.leases_per_s. The
+                    tenants are named by the Nats-Request-Info header, so
+                    connect as a user of Concord's own account.
 
 --url takes several NATS URLs, comma-separated; each connection picks one.
 
@@ -121,6 +130,8 @@ func runBench(args []string) error {
 	fs.IntVar(&c.revBack, "rev-back", 10_000, "get-at-revision: how many revisions back the past reads read")
 	fs.IntVar(&c.revPage, "rev-page", 1000, "get-at-revision: keys of the page read, and the keys the one-key reads take in turn")
 	fs.IntVar(&c.revRounds, "rev-rounds", 6, "get-at-revision: rounds, present and past alternating which goes first")
+	fs.IntVar(&c.tenants, "tenants", 100, "keepalive-tenants: tenants (0: Concord's own account)")
+	fs.IntVar(&c.tenantLeases, "tenant-leases", 1000, "keepalive-tenants: leases of each tenant")
 	fs.BoolVar(&c.jsonOut, "json", false, "print one JSON object per workload instead of a table")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -164,6 +175,8 @@ func runBench(args []string) error {
 			r, err = b.expiry()
 		case "get-at-revision":
 			rs, notes, err = b.getAtRevision()
+		case "keepalive-tenants":
+			r, err = b.keepAliveTenants()
 		default:
 			r, err = b.throughput(w)
 		}
@@ -202,6 +215,8 @@ func (c *benchConfig) check() error {
 		return fmt.Errorf("--keepalive-batch: %d, want at least 1", c.keepAliveBatch)
 	case c.revokeKeys < 1:
 		return fmt.Errorf("--revoke-keys: %d, want at least 1", c.revokeKeys)
+	case c.tenants < 0 || c.tenantLeases < 1:
+		return fmt.Errorf("--tenants %d, --tenant-leases %d: want 0 or more tenants of at least 1 lease", c.tenants, c.tenantLeases)
 	case c.expiryLeases < 1:
 		return fmt.Errorf("--expiry-leases: %d, want at least 1", c.expiryLeases)
 	case c.expiryTTL < 1:
