@@ -109,8 +109,8 @@ func (s *State) tenantRefusal() error {
 // moves or after it moved, or nil while it is served here.
 func (s *State) TenantRefusal(tenant string) error {
 	sp, ok := s.spaces[tenant]
-	if !ok {
-		return nil
+	if !ok || sp.status == tenantActive {
+		return nil // the common case, without a copy of the state
 	}
 	return s.In(sp.name).tenantRefusal()
 }

@@ -2,6 +2,7 @@ package decode
 
 import (
 	"encoding/json"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 
@@ -41,9 +42,12 @@ func Tenant(m *nats.Msg) (string, *schema.Error) {
 	default:
 		return "", Invalid("the request carries the %s header %d times; the NATS server writes it once, so the request is refused", HeaderRequestInfo, len(vals))
 	}
-	var info requestInfo
-	if err := json.Unmarshal([]byte(vals[0]), &info); err != nil {
-		return "", Invalid("the %s header is not the JSON object a NATS server writes: %v", HeaderRequestInfo, err)
+	info, ok := scanRequestInfo(vals[0])
+	if !ok {
+		// Anything the fast path does not read, encoding/json does.
+		if err := json.Unmarshal([]byte(vals[0]), &info); err != nil {
+			return "", Invalid("the %s header is not the JSON object a NATS server writes: %v", HeaderRequestInfo, err)
+		}
 	}
 	if info.Account == "" {
 		return "", Invalid("the %s header names no account (acc)", HeaderRequestInfo)
@@ -52,4 +56,30 @@ func Tenant(m *nats.Msg) (string, *schema.Error) {
 		return "", Invalid("the %s header names account %q, which is not a NATS account name", HeaderRequestInfo, shorten(info.Account))
 	}
 	return info.Account, nil
+}
+
+// scanRequestInfo reads the header as the NATS server writes it without
+// share, the common case: {"acc":"NAME","rtt":N} with a name that needs no
+// escapes. Every tenant request carries one, and encoding/json cost a
+// microsecond of each. Anything else is not ok, and left to encoding/json.
+func scanRequestInfo(v string) (requestInfo, bool) {
+	const lead, rtt = `{"acc":"`, `","rtt":`
+	rest, ok := strings.CutPrefix(v, lead)
+	if !ok {
+		return requestInfo{}, false
+	}
+	end := strings.IndexByte(rest, '"')
+	if end < 0 || strings.IndexByte(rest[:end], '\\') >= 0 {
+		return requestInfo{}, false
+	}
+	num, ok := strings.CutPrefix(rest[end:], rtt)
+	if !ok || len(num) < 2 || num[len(num)-1] != '}' {
+		return requestInfo{}, false
+	}
+	for _, c := range num[:len(num)-1] {
+		if c < '0' || c > '9' {
+			return requestInfo{}, false
+		}
+	}
+	return requestInfo{Account: rest[:end]}, true
 }
