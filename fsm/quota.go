@@ -60,15 +60,53 @@ func quotaOf(f []int64) Quota {
 
 // QuotaOf returns the quota tenant is held to: its own, or the default
 // one; none for the default tenant.
-func (s *State) QuotaOf(tenant string) Quota {
-	if tenant == DefaultTenant || len(s.quotas) == 0 {
+func (s *State) QuotaOf(tenant string) Quota { return quotaIn(s.quotas, tenant) }
+
+// quotaIn is the quota tenant is held to under quotas.
+func quotaIn(quotas map[string]Quota, tenant string) Quota {
+	if tenant == DefaultTenant || len(quotas) == 0 {
 		return Quota{}
 	}
-	if q, ok := s.quotas[tenant]; ok {
+	if q, ok := quotas[tenant]; ok {
 		return q
 	}
-	return s.quotas[QuotaDefault]
+	return quotas[QuotaDefault]
 }
+
+// TenantPolicy is what the edge checks of a tenant's request before it
+// takes a worker's time: the tenant's quota (its rate) and whether it is
+// served here. It is taken from the state after the commands that change
+// it (SetQuota, TenantMove) and never changes, so the edge reads it
+// without the state's lock, which Apply holds while it applies.
+type TenantPolicy struct {
+	quotas   map[string]Quota
+	refusals map[string]error
+}
+
+// TenantPolicy returns the policy of the state as it stands.
+func (s *State) TenantPolicy() *TenantPolicy {
+	p := &TenantPolicy{quotas: s.quotas}
+	s.each(func(sp *space) {
+		if sp.status != tenantActive {
+			if p.refusals == nil {
+				p.refusals = map[string]error{}
+			}
+			p.refusals[sp.name] = s.In(sp.name).tenantRefusal()
+		}
+	})
+	return p
+}
+
+// QuotaOf returns the quota tenant is held to, as State.QuotaOf does.
+func (p *TenantPolicy) QuotaOf(tenant string) Quota { return quotaIn(p.quotas, tenant) }
+
+// Refusal returns the error a request of tenant gets because the tenant
+// moves or moved, as State.TenantRefusal does, or nil.
+func (p *TenantPolicy) Refusal(tenant string) error { return p.refusals[tenant] }
+
+// ChangesTenantPolicy reports whether a command of op may change the
+// tenant policy.
+func ChangesTenantPolicy(op Op) bool { return op == OpSetQuota || op == OpTenantMove }
 
 // Quotas returns the quotas set, by tenant (QuotaDefault included).
 func (s *State) Quotas() map[string]Quota {

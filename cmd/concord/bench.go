@@ -38,6 +38,9 @@ type benchConfig struct {
 	// The keepalive-tenants workload's sizes (bench_tenants.go).
 	tenants      int
 	tenantLeases int
+	// asTenant, when set, makes every request of the throughput
+	// workloads one of that tenant (bench_tenants.go).
+	asTenant string
 	jsonOut      bool
 }
 
@@ -131,6 +134,7 @@ func runBench(args []string) error {
 	fs.IntVar(&c.revPage, "rev-page", 1000, "get-at-revision: keys of the page read, and the keys the one-key reads take in turn")
 	fs.IntVar(&c.revRounds, "rev-rounds", 6, "get-at-revision: rounds, present and past alternating which goes first")
 	fs.IntVar(&c.tenants, "tenants", 100, "keepalive-tenants: tenants (0: Concord's own account)")
+	fs.StringVar(&c.asTenant, "as-tenant", "", "send every request as this tenant, with the Nats-Request-Info header a NATS server writes across an import (connect as a user of Concord's own account): Concord's cost of a tenant, without the import's")
 	fs.IntVar(&c.tenantLeases, "tenant-leases", 1000, "keepalive-tenants: leases of each tenant")
 	fs.BoolVar(&c.jsonOut, "json", false, "print one JSON object per workload instead of a table")
 	if err := fs.Parse(args); err != nil {
@@ -155,6 +159,7 @@ func runBench(args []string) error {
 	if err != nil {
 		return fmt.Errorf("--prefix: %w", err)
 	}
+	benchAsTenant = c.asTenant
 	b := &bencher{cfg: c, names: names, run: fmt.Sprintf("r%d", time.Now().UnixNano()%1e9)}
 	if err := b.connect(); err != nil {
 		return err
@@ -272,6 +277,11 @@ func (b *bencher) close() {
 // call sends one request and decodes the reply into out (which may be nil).
 // An error reply becomes an error naming the subject, code and description.
 func call(nc *nats.Conn, subject string, req any, out any) error {
+	return callAs(nc, subject, benchAsTenant, req, out)
+}
+
+// callPlain is call of Concord's own account.
+func callPlain(nc *nats.Conn, subject string, req any, out any) error {
 	data, err := json.Marshal(req)
 	if err != nil {
 		return fmt.Errorf("%s: encode request: %w", subject, err)

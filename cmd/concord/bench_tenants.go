@@ -25,13 +25,16 @@ import (
 // writes it itself, so it must connect as a user of Concord's own account
 // (docs/tenancy.md).
 
+// benchAsTenant is --as-tenant, read by call: one process runs one bench.
+var benchAsTenant string
+
 // benchTenantName names tenant i of the workload.
 func benchTenantName(i int) string { return fmt.Sprintf("BENCH_%04d", i) }
 
 // callAs is call with the request made as tenant ("" for the default).
 func callAs(nc *nats.Conn, subject, tenant string, req any, out any) error {
 	if tenant == "" {
-		return call(nc, subject, req, out)
+		return callPlain(nc, subject, req, out)
 	}
 	data, err := json.Marshal(req)
 	if err != nil {

@@ -29,6 +29,9 @@ type StateMachine struct {
 	// are the same for other tenants. Guarded by mu.
 	cachedView  *fsm.View
 	tenantViews map[string]*fsm.View
+	// policy is the state's fsm.TenantPolicy, taken again after each
+	// apply of a command that changes it and after a restore.
+	policy atomic.Pointer[fsm.TenantPolicy]
 
 	Applied AppliedIndex
 	// onEvents is called from the Raft FSM goroutine, in log order, outside
@@ -66,8 +69,14 @@ type StateMachine struct {
 var _ raft.BatchingFSM = (*StateMachine)(nil)
 
 func NewStateMachine(onEvents func(term uint64, tenant string, events []schema.Event)) *StateMachine {
-	return &StateMachine{state: fsm.New(), onEvents: onEvents, Applied: NewAppliedIndex()}
+	m := &StateMachine{state: fsm.New(), onEvents: onEvents, Applied: NewAppliedIndex()}
+	m.policy.Store(m.state.TenantPolicy())
+	return m
 }
+
+// TenantPolicy returns the tenants' quotas and refusals as of the last
+// apply, without the lock.
+func (m *StateMachine) TenantPolicy() *fsm.TenantPolicy { return m.policy.Load() }
 
 // Commands counts the commands this process applied, a restart's replay
 // included.
@@ -112,6 +121,12 @@ func (m *StateMachine) ApplyBatch(logs []*raft.Log) []any {
 		// Under the lock, so the applied index always matches the state.
 		m.Applied.set(logs[len(logs)-1].Index)
 		m.dropViews()
+		for _, rs := range results {
+			if policyChanged(rs) {
+				m.policy.Store(m.state.TenantPolicy())
+				break
+			}
+		}
 	}
 	m.mu.Unlock()
 	for i, rs := range results {
@@ -267,6 +282,7 @@ func (m *StateMachine) Restore(rc io.ReadCloser) error {
 	m.mu.Lock()
 	m.state = ns
 	m.dropViews()
+	m.policy.Store(ns.TenantPolicy())
 	m.snapshotHolds(m.commands.Load())
 	m.mu.Unlock()
 	m.Applied.set(applied)
@@ -357,4 +373,15 @@ func (m *StateMachine) BackupSnapshot() (snap *fsm.Snapshot, applied uint64, rev
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.state.Snapshot(), m.Applied.Get(), m.state.Revision()
+}
+
+// policyChanged reports whether any of the results changed the tenants'
+// policy.
+func policyChanged(rs []fsm.Result) bool {
+	for i := range rs {
+		if rs[i].Err == nil && fsm.ChangesTenantPolicy(rs[i].Op) {
+			return true
+		}
+	}
+	return false
 }

@@ -251,3 +251,35 @@ func BenchmarkApplyBesideBigReads(b *testing.B) {
 		})
 	}
 }
+
+// The tenant policy follows the applies that change it, and views and
+// reads of each tenant are its own.
+func TestStateMachineTenantPolicyAndViews(t *testing.T) {
+	m := NewStateMachine(func(uint64, string, []schema.Event) {})
+	entry := func(index uint64, tenant string, body any) *raft.Log {
+		data, err := fsm.EncodeFor(1000, tenant, "", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &raft.Log{Type: raft.LogCommand, Index: index, Data: data}
+	}
+	before := m.TenantPolicy()
+	m.ApplyBatch([]*raft.Log{entry(1, "A", &fsm.Put{Key: "k", Value: json.RawMessage(`"A"`)})})
+	if m.TenantPolicy() != before {
+		t.Fatal("a put took a new policy")
+	}
+	m.ApplyBatch([]*raft.Log{entry(2, "", &fsm.SetQuota{Tenant: "A", Quota: fsm.Quota{RequestsPerSecond: 7}})})
+	if got := m.TenantPolicy().QuotaOf("A").RequestsPerSecond; got != 7 {
+		t.Fatalf("the policy after a quota: rate %d", got)
+	}
+	m.ApplyBatch([]*raft.Log{entry(3, "", &fsm.TenantMove{Tenant: "A", Phase: fsm.MoveFence, To: "c2"})})
+	if m.TenantPolicy().Refusal("A") == nil || m.TenantPolicy().Refusal("B") != nil {
+		t.Fatal("the policy after a fence does not refuse A alone")
+	}
+	if got := prefixKeys(m.View("A")); fmt.Sprint(got) != "[k]" {
+		t.Fatalf("A's view: %v", got)
+	}
+	if got := prefixKeys(m.View(fsm.DefaultTenant)); len(got) != 0 {
+		t.Fatalf("the default view shows A's keys: %v", got)
+	}
+}

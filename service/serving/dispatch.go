@@ -152,16 +152,16 @@ func requestTenant(ep subjects.Endpoint, m *nats.Msg) (string, *schema.Error) {
 // checkTenant refuses a tenant's request while the tenant moves or after
 // it moved (reads too: a moved tenant's data is gone), and takes a token
 // from its bucket if its quota sets a rate.
+//
+// It reads the policy the state machine took after its last apply that
+// changed it, not the state: the state's read lock waits for every apply,
+// and every request of a tenant passes here.
 func (s *Server) checkTenant(tenant string) *schema.Error {
-	var rps int64
-	var refusal error
-	s.sm.Read(func(st *fsm.State) {
-		refusal = st.TenantRefusal(tenant)
-		rps = st.QuotaOf(tenant).RequestsPerSecond
-	})
-	if refusal != nil {
-		return errorFor(refusal)
+	p := s.sm.TenantPolicy()
+	if err := p.Refusal(tenant); err != nil {
+		return errorFor(err)
 	}
+	rps := p.QuotaOf(tenant).RequestsPerSecond
 	if !s.rates.allow(tenant, rps) {
 		return rateError(tenant, rps)
 	}

@@ -51,6 +51,9 @@ type State interface {
 	// View returns a view of a tenant's space as it stands, for long
 	// reads.
 	View(tenant string) *fsm.View
+	// TenantPolicy returns the tenants' quotas and refusals as of the
+	// last apply, without a lock.
+	TenantPolicy() *fsm.TenantPolicy
 	// BackupSnapshot takes the state's snapshot with its applied index
 	// and revision.
 	BackupSnapshot() (snap *fsm.Snapshot, applied uint64, revision int64)
