@@ -41,7 +41,7 @@ type benchConfig struct {
 	// asTenant, when set, makes every request of the throughput
 	// workloads one of that tenant (bench_tenants.go).
 	asTenant string
-	jsonOut      bool
+	jsonOut  bool
 }
 
 // benchResult is one line of output.
