@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -50,8 +51,9 @@ type FormatGate struct {
 	// that began before cannot turn batching on after.
 	gen uint64
 	// readable is the newest log format every member reads, as the last
-	// check found; 0 until a check has heard from all of them.
-	readable int
+	// check found; 0 until a check has heard from all of them. Written
+	// under mu, read without it: every request of a tenant asks.
+	readable atomic.Int64
 	// formats holds the members that reported, during this term, a log
 	// format that reads batches. A member that stops answering (it is down)
 	// keeps its place: it comes back on the same release, and it would
@@ -71,16 +73,14 @@ func (g *FormatGate) reset() {
 	defer g.mu.Unlock()
 	g.gen++
 	clear(g.formats)
-	g.readable = 0
+	g.readable.Store(0)
 	g.o.Batching(false)
 }
 
 // AllRead reports whether every member reads log format format, as the
 // last check found.
 func (g *FormatGate) AllRead(format int) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.readable >= format
+	return g.readable.Load() >= int64(format)
 }
 
 // learned records a member's format (one that reads batches), as
@@ -139,13 +139,14 @@ func (g *FormatGate) check(servers []raft.Server, self raft.ServerID, ask func(r
 		}
 	}
 	on := len(why) == 0
-	g.readable = 0
+	readable := 0
 	if on {
-		g.readable = fsm.LogFormat
+		readable = fsm.LogFormat
 		for _, id := range others {
-			g.readable = min(g.readable, g.formats[id])
+			readable = min(readable, g.formats[id])
 		}
 	}
+	g.readable.Store(int64(readable))
 	g.o.Batching(on)
 	return on, why
 }

@@ -115,11 +115,7 @@ func (s *Server) handle(j job) {
 	}
 	s.reqStats.observe(j.ep, time.Since(start), e)
 	if tenant != fsm.DefaultTenant && s.cfg.TenantRequests != nil {
-		outcome := "ok"
-		if e != nil {
-			outcome = e.Name
-		}
-		s.cfg.TenantRequests.WithLabelValues(s.cfg.TenantLabel(tenant), outcome).Inc()
+		s.tenantCounts.count(s.cfg.TenantRequests, s.cfg.TenantLabel, tenant, e)
 	}
 }
 

@@ -134,8 +134,10 @@ type Server struct {
 	pool     *workerPool[job]
 	reqStats *requestStats
 	replyLog loglimit.Every
-	// rates are the tenants' request-rate buckets (tenantrate.go).
-	rates tenantRates
+	// rates are the tenants' request-rate buckets, tenantCounts their
+	// request counters (tenantrate.go).
+	rates        tenantRates
+	tenantCounts tenantCounters
 
 	backupOnce  sync.Once
 	backupStore *backupStore

@@ -2,7 +2,9 @@ package serving
 
 import (
 	"sync"
+	"sync/atomic"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
 	"github.com/concord-io/concord/schema"
@@ -18,6 +20,9 @@ import (
 type tenantRates struct {
 	mu       sync.Mutex
 	limiters map[string]*tenantLimiter
+	// n is len(limiters), read without mu: while no tenant has a rate,
+	// which is the usual case, allow takes no lock.
+	n atomic.Int64
 }
 
 type tenantLimiter struct {
@@ -28,12 +33,16 @@ type tenantLimiter struct {
 // allow takes a token from tenant's bucket of rps tokens a second, as
 // many at once; rps 0 is no bound.
 func (t *tenantRates) allow(tenant string, rps int64) bool {
+	if rps <= 0 && t.n.Load() == 0 {
+		return true
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	l := t.limiters[tenant]
 	if rps <= 0 {
 		if l != nil {
 			delete(t.limiters, tenant)
+			t.n.Store(int64(len(t.limiters)))
 		}
 		return true
 	}
@@ -44,6 +53,7 @@ func (t *tenantRates) allow(tenant string, rps int64) bool {
 		}
 		l = &tenantLimiter{lim: rate.NewLimiter(rate.Limit(rps), int(rps)), rps: rps}
 		t.limiters[tenant] = l
+		t.n.Store(int64(len(t.limiters)))
 	case l.rps != rps:
 		l.lim.SetLimit(rate.Limit(rps))
 		l.lim.SetBurst(int(rps))
@@ -55,4 +65,35 @@ func (t *tenantRates) allow(tenant string, rps int64) bool {
 // rateError is the reply to a request over its tenant's rate.
 func rateError(tenant string, rps int64) *schema.Error {
 	return schema.Errorf(schema.ErrLimitExceeded, "tenant %s is over its quota of %d requests per second; nothing was changed; send fewer, or retry later", tenant, rps)
+}
+
+// tenantCounters caches each tenant's series of TenantRequests, so that
+// counting a request is a lock-free look-up and an atomic add: the
+// label's look-up (a lock) and the vector's (a hash and a lock) are paid
+// once per tenant and outcome.
+type tenantCounters struct {
+	byTenant sync.Map // tenant → *outcomeCounters
+}
+
+type outcomeCounters struct {
+	ok    prometheus.Counter
+	other sync.Map // error name → prometheus.Counter
+}
+
+// count counts a request of tenant with outcome e (nil: ok).
+func (c *tenantCounters) count(vec *prometheus.CounterVec, label func(string) string, tenant string, e *schema.Error) {
+	v, ok := c.byTenant.Load(tenant)
+	if !ok {
+		v, _ = c.byTenant.LoadOrStore(tenant, &outcomeCounters{ok: vec.WithLabelValues(label(tenant), "ok")})
+	}
+	oc := v.(*outcomeCounters)
+	if e == nil {
+		oc.ok.Inc()
+		return
+	}
+	cv, ok := oc.other.Load(e.Name)
+	if !ok {
+		cv, _ = oc.other.LoadOrStore(e.Name, vec.WithLabelValues(label(tenant), e.Name))
+	}
+	cv.(prometheus.Counter).Inc()
 }
