@@ -10,7 +10,7 @@ RACE_PKGS       := ./fsm/... ./subjects/... ./schema/... ./service/... ./client/
 CLUSTER_DIR     := $(CURDIR)/cluster-data
 CLUSTER_ROUTES  := nats://127.0.0.1:6222,nats://127.0.0.1:6223,nats://127.0.0.1:6224
 
-.PHONY: build run cluster cluster-restart cluster-stop test test-steps lint unit blackbox robustness robustness-short robustness-tools test-tools tools bench bench-etcd bench-scale bench-history fuzz fuzz-short clean
+.PHONY: build run cluster cluster-restart cluster-stop test test-steps lint unit blackbox robustness robustness-short robustness-tools test-tools tools bench bench-etcd bench-scale bench-history bench-tenants fuzz fuzz-short clean
 
 build:
 	$(GO) build -o $(BIN)/concord ./cmd/concord
@@ -203,6 +203,19 @@ BENCH_HISTORY_FLAGS ?=
 bench-history: build
 	cd tests/etcdbench && $(GO) build -o $(BIN)/etcdbench .
 	$(BIN)/etcdbench history --concord $(BIN)/concord $(BENCH_HISTORY_FLAGS)
+
+# The tenants' figures of docs/performance.md, with tests/benchtenants/run.sh:
+# server CPU per put and keep-alive as the default tenant, a tenant by header
+# and a tenant through the NATS import; 100 tenants x 1,000 leases against
+# 100,000 of one; a tenant's puts beside another flooding past its rate.
+# Fresh single nodes on loopback, stopped at the end. Not part of make test.
+# make bench-tenants BENCH_TENANTS_ROUNDS=3 BENCH_TENANTS_DURATION=5s;
+# BASELINE=path/to/older/concord adds that binary against this one.
+BENCH_TENANTS_ROUNDS ?= 5
+BENCH_TENANTS_DURATION ?= 10s
+
+bench-tenants: build
+	tests/benchtenants/run.sh $(BIN)/concord $(BENCH_TENANTS_ROUNDS) $(BENCH_TENANTS_DURATION)
 
 # Every fuzz target, FUZZTIME each. CI runs them briefly (fuzz-short); run
 # `make fuzz` for a longer search. New crashers land in testdata/fuzz and
