@@ -271,12 +271,7 @@ func (e *binaryEncoder) header(h *snapshotHeader) {
 		h.Limits.IdempotencyEntries, h.Limits.IdempotencyRevisions, h.Limits.HistoryRevisions, h.Limits.HistoryAgeMS} {
 		p = binary.AppendVarint(p, v)
 	}
-	p = binary.AppendUvarint(p, uint64(h.Leases))
-	p = binary.AppendUvarint(p, uint64(h.Keys))
-	p = binary.AppendUvarint(p, uint64(h.Idempotency))
-	p = binary.AppendUvarint(p, h.IdempotencySeq)
-	p = binary.AppendVarint(p, h.CompactRevision)
-	e.buf = binary.AppendUvarint(p, uint64(h.History))
+	e.buf = appendSpaceCounts(p, h)
 	e.flush()
 	e.now = h.Now
 }
@@ -371,18 +366,23 @@ func (e *binaryEncoder) version(v *snapshotVersion, ref int) {
 	e.endRecord()
 }
 
+// appendSpaceCounts appends what spaceCounts reads.
+func appendSpaceCounts(p []byte, h *snapshotHeader) []byte {
+	p = binary.AppendUvarint(p, uint64(h.Leases))
+	p = binary.AppendUvarint(p, uint64(h.Keys))
+	p = binary.AppendUvarint(p, uint64(h.Idempotency))
+	p = binary.AppendUvarint(p, h.IdempotencySeq)
+	p = binary.AppendVarint(p, h.CompactRevision)
+	return binary.AppendUvarint(p, uint64(h.History))
+}
+
 // tenant writes the frame that starts a tenant's space, and starts the
 // deltas of its sections afresh.
 func (e *binaryEncoder) tenant(h *snapshotHeader) {
 	e.start(frameTenant)
 	p := appendString(e.buf, h.Tenant)
 	p = binary.AppendVarint(p, h.NextLeaseID)
-	p = binary.AppendUvarint(p, uint64(h.Leases))
-	p = binary.AppendUvarint(p, uint64(h.Keys))
-	p = binary.AppendUvarint(p, uint64(h.Idempotency))
-	p = binary.AppendUvarint(p, h.IdempotencySeq)
-	p = binary.AppendVarint(p, h.CompactRevision)
-	p = binary.AppendUvarint(p, uint64(h.History))
+	p = appendSpaceCounts(p, h)
 	p = append(p, h.Status)
 	p = appendString(p, h.MovedTo)
 	e.buf = binary.AppendVarint(p, h.FencedAt)
@@ -823,17 +823,7 @@ func (d *binaryDecoder) header() (snapshotHeader, error) {
 	h.Revision, h.NextLeaseID, h.Now = fields[0], fields[1], fields[2]
 	h.Limits = Limits{MaxLeases: fields[3], MaxKeysPerLease: fields[4], IdempotencyEntries: fields[5],
 		IdempotencyRevisions: fields[6], HistoryRevisions: fields[7], HistoryAgeMS: fields[8]}
-	count := func() int {
-		n := d.uvarint()
-		if n > maxCount {
-			d.fail(fmt.Errorf("a count of %d", n))
-		}
-		return int(n)
-	}
-	h.Leases, h.Keys, h.Idempotency = count(), count(), count()
-	h.IdempotencySeq = d.uvarint()
-	h.CompactRevision = d.varint()
-	h.History = count()
+	d.spaceCounts(&h)
 	if d.err == nil && d.pos != len(d.frame) {
 		d.fail(errors.New("data after the header's fields"))
 	}
@@ -844,10 +834,10 @@ func (d *binaryDecoder) header() (snapshotHeader, error) {
 	return h, nil
 }
 
-// tenant reads a tenant frame's header, and starts the deltas of the
-// space's sections afresh, as the writer does.
-func (d *binaryDecoder) tenant() *snapshotHeader {
-	h := &snapshotHeader{Tenant: string(d.bytes()), NextLeaseID: d.varint()}
+// spaceCounts reads what a header and a tenant frame both give of their
+// space: how many records of each section follow, the idempotency
+// sequence and the floor.
+func (d *binaryDecoder) spaceCounts(h *snapshotHeader) {
 	count := func() int {
 		n := d.uvarint()
 		if n > maxCount {
@@ -859,6 +849,13 @@ func (d *binaryDecoder) tenant() *snapshotHeader {
 	h.IdempotencySeq = d.uvarint()
 	h.CompactRevision = d.varint()
 	h.History = count()
+}
+
+// tenant reads a tenant frame's header, and starts the deltas of the
+// space's sections afresh, as the writer does.
+func (d *binaryDecoder) tenant() *snapshotHeader {
+	h := &snapshotHeader{Tenant: string(d.bytes()), NextLeaseID: d.varint()}
+	d.spaceCounts(h)
 	h.Status = d.byte1()
 	h.MovedTo = string(d.bytes())
 	h.FencedAt = d.varint()

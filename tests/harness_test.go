@@ -236,20 +236,26 @@ func (n *node) waitReady() {
 			n.t.Fatalf("concord exited before it was ready: %v", n.err)
 		default:
 		}
-		nc, err := nats.Connect(n.natsURL, nats.Timeout(time.Second))
-		if err != nil {
-			return err
-		}
-		defer nc.Close()
-		msg, err := nc.Request("concord.lease.list", []byte(`{}`), time.Second)
-		if err != nil {
-			return err
-		}
-		if msg.Header.Get(schema.HeaderErrorCode) != "" {
-			return fmt.Errorf("not ready: %s", msg.Data)
-		}
-		return nil
+		return answersLeaseList(n.natsURL, "concord")
 	})
+}
+
+// answersLeaseList returns nil once the cluster at prefix, reached at url
+// with opts, answers a lease.list: its leader serves.
+func answersLeaseList(url, prefix string, opts ...nats.Option) error {
+	nc, err := nats.Connect(url, append(opts, nats.Timeout(time.Second))...)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	msg, err := nc.Request(prefix+".lease.list", []byte(`{}`), time.Second)
+	if err != nil {
+		return err
+	}
+	if msg.Header.Get(schema.HeaderErrorCode) != "" {
+		return fmt.Errorf("not ready: %s", msg.Data)
+	}
+	return nil
 }
 
 // kill sends SIGKILL and waits for the process to go.

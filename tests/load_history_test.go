@@ -27,6 +27,14 @@ var errRetriesExhausted = errors.New("no answer within the retry window")
 // timeouts, no responders and 503s are retried, as clients are told to.
 // Mutating requests carry an idempotency key so that retries apply once.
 func request(nc *nats.Conn, subject string, body any, idemKey string, window time.Duration) ([]byte, *schema.Error, error) {
+	return requestAs(nc, "", subject, body, idemKey, window)
+}
+
+// requestAs sends a request as tenant ("" for Concord's own account) and
+// retries it while the reply says retry, under the same idempotency key
+// when one is given; request (load_history_test.go) is its default
+// tenant's.
+func requestAs(nc *nats.Conn, tenant, subject string, body any, idemKey string, window time.Duration) ([]byte, *schema.Error, error) {
 	data, err := json.Marshal(body)
 	if err != nil {
 		return nil, nil, err
@@ -35,6 +43,9 @@ func request(nc *nats.Conn, subject string, body any, idemKey string, window tim
 	for time.Now().Before(deadline) {
 		msg := nats.NewMsg(subject)
 		msg.Data = data
+		if tenant != "" {
+			msg.Header.Set("Nats-Request-Info", `{"acc":"`+tenant+`"}`)
+		}
 		if idemKey != "" {
 			msg.Header.Set(schema.HeaderIdempotencyKey, idemKey)
 		}

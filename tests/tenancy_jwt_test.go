@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
-	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/subjects"
 	"github.com/concord-io/concord/tests/freeport"
 )
@@ -117,19 +116,7 @@ func TestTenantsInOperatorMode(t *testing.T) {
 	opToken, opSeed := concord.user(t, "operator")
 	startSecuredNode(t, dir, "n1", url, []string{"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)), "--bootstrap",
 		"--nats-url", url, "--nats-creds", creds}, func() error {
-		nc, err := nats.Connect(url, nats.UserJWTAndSeed(opToken, string(opSeed)), nats.Timeout(time.Second))
-		if err != nil {
-			return err
-		}
-		defer nc.Close()
-		msg, err := nc.Request("concord.lease.list", []byte(`{}`), time.Second)
-		if err != nil {
-			return err
-		}
-		if msg.Header.Get(schema.HeaderErrorCode) != "" {
-			return fmt.Errorf("not ready: %s", msg.Data)
-		}
-		return nil
+		return answersLeaseList(url, "concord", nats.UserJWTAndSeed(opToken, string(opSeed)))
 	})
 	dial := func(acc *jwtAccount) *client {
 		t.Helper()

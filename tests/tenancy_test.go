@@ -75,21 +75,7 @@ func startTenantNode(t *testing.T, secrets tenantSecrets, external bool, extra .
 		args = append(args, "--nats-config", secrets.conf, "--nats-listen", strings.TrimPrefix(url, "nats://"))
 	}
 	operator := nats.UserInfo("concord-operator", secrets.operator)
-	startSecuredNode(t, dir, "n1", url, args, func() error {
-		nc, err := nats.Connect(url, operator, nats.Timeout(time.Second))
-		if err != nil {
-			return err
-		}
-		defer nc.Close()
-		msg, err := nc.Request("concord.lease.list", []byte(`{}`), time.Second)
-		if err != nil {
-			return err
-		}
-		if msg.Header.Get(schema.HeaderErrorCode) != "" {
-			return fmt.Errorf("not ready: %s", msg.Data)
-		}
-		return nil
-	})
+	startSecuredNode(t, dir, "n1", url, args, func() error { return answersLeaseList(url, "concord", operator) })
 	return url
 }
 

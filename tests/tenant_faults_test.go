@@ -1,13 +1,10 @@
 package tests
 
 import (
-	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/concord-io/concord/schema"
 )
@@ -19,42 +16,6 @@ import (
 // node's paths are the same as behind real imports, which
 // tests/tenancy_test.go runs; the cluster harness's embedded servers then
 // need no accounts.
-
-// tenantRequest is request (load_history_test.go) as tenant: retried while
-// the reply says retry, under the same idempotency key when one is given.
-func tenantRequest(nc *nats.Conn, tenant, subject string, body any, idemKey string, window time.Duration) ([]byte, *schema.Error, error) {
-	data, err := json.Marshal(body)
-	if err != nil {
-		return nil, nil, err
-	}
-	deadline := time.Now().Add(window)
-	for time.Now().Before(deadline) {
-		msg := nats.NewMsg(subject)
-		msg.Data = data
-		msg.Header.Set("Nats-Request-Info", `{"acc":"`+tenant+`"}`)
-		if idemKey != "" {
-			msg.Header.Set(schema.HeaderIdempotencyKey, idemKey)
-		}
-		resp, err := nc.RequestMsg(msg, 2*time.Second)
-		if err != nil {
-			time.Sleep(50 * time.Millisecond)
-			continue
-		}
-		if resp.Header.Get(schema.HeaderErrorCode) != "" {
-			var er schema.ErrorReply
-			if err := json.Unmarshal(resp.Data, &er); err != nil {
-				return nil, nil, err
-			}
-			if er.Error.Retryable() {
-				time.Sleep(50 * time.Millisecond)
-				continue
-			}
-			return nil, er.Error, nil
-		}
-		return resp.Data, nil, nil
-	}
-	return nil, nil, errRetriesExhausted
-}
 
 // Two tenants under load through a leader kill, a leader pause and a
 // partition of the leader: each tenant's acknowledged writes are there,
@@ -69,7 +30,7 @@ func TestTenantsThroughFaults(t *testing.T) {
 	tenants := []string{"TENANT_A", "TENANT_B"}
 	ok := func(tenant, subject string, body any) []byte {
 		t.Helper()
-		data, e, err := tenantRequest(nc, tenant, subject, body, "", 30*time.Second)
+		data, e, err := requestAs(nc, tenant, subject, body, "", 30*time.Second)
 		if err != nil || e != nil {
 			t.Fatalf("%s %s: %v %v", tenant, subject, err, e)
 		}
@@ -105,7 +66,7 @@ func TestTenantsThroughFaults(t *testing.T) {
 					default:
 					}
 					key := fmt.Sprintf("w.%d.%d", w, i)
-					_, e, err := tenantRequest(wnc, tn, "concord.kv.put", map[string]any{"key": key, "value": tn + "/" + key}, tn+"-"+key, 30*time.Second)
+					_, e, err := requestAs(wnc, tn, "concord.kv.put", map[string]any{"key": key, "value": tn + "/" + key}, tn+"-"+key, 30*time.Second)
 					if err == nil && e == nil {
 						mu.Lock()
 						acked[tn][key] = true

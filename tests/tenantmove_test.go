@@ -85,21 +85,7 @@ func TestTenantMoveBetweenClusters(t *testing.T) {
 	for i, prefix := range []string{"c1", "c2"} {
 		args := []string{"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)), "--bootstrap", "--subject-prefix", prefix,
 			"--nats-url", url, "--nats-user", "concord"}
-		startSecuredNode(t, dir, fmt.Sprintf("n%d", i+1), url, args, func() error {
-			nc, err := nats.Connect(url, operator, nats.Timeout(time.Second))
-			if err != nil {
-				return err
-			}
-			defer nc.Close()
-			msg, err := nc.Request(prefix+".lease.list", []byte(`{}`), time.Second)
-			if err != nil {
-				return err
-			}
-			if msg.Header.Get(schema.HeaderErrorCode) != "" {
-				return fmt.Errorf("not ready: %s", msg.Data)
-			}
-			return nil
-		})
+		startSecuredNode(t, dir, fmt.Sprintf("n%d", i+1), url, args, func() error { return answersLeaseList(url, prefix, operator) })
 	}
 	tenantClient := func(user string) *cc.Client {
 		c, err := cc.Connect(cc.URL(url), cc.NATSOptions(nats.UserInfo(user, tenantSecret)))
