@@ -600,9 +600,12 @@ func (rs *restorer) readHistory(src snapshotSource, n int) error {
 	if err != nil {
 		return err
 	}
+	// The tree, not the state: the state's current space is set again
+	// while the tree is built (State.leave), and that is a write.
+	tree := s.hist.byRev
 	rs.goBuild(func() {
 		for _, v := range byRev {
-			s.hist.byRev.ReplaceOrInsert(v)
+			tree.ReplaceOrInsert(v)
 		}
 	})
 	return rs.checkHistoryAgreesWithKeys()
