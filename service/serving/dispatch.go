@@ -72,9 +72,38 @@ func (s *Server) Unsubscribe() {
 
 // dispatch hands the request to a worker: a subscription callback runs
 // serially, and serial handling would cap throughput at one Raft round trip
-// per request.
+// per request. A tenant's request that is refused outright (its account
+// may not call the endpoint, it is moving, it is over its rate) is
+// answered here instead, without a worker: a tenant flooding past its
+// rate then costs the others a header read and a reply per request, not
+// a worker's turn.
 func (s *Server) dispatch(ep subjects.Endpoint, m *nats.Msg, h handler) {
-	s.pool.submit(job{ep: ep, m: m, h: h})
+	tenant, e := s.admit(ep, m)
+	if e != nil {
+		start := time.Now()
+		e = s.Respond(m, nil, e)
+		s.reqStats.observe(ep, time.Since(start), e)
+		s.countTenant(tenant, e)
+		return
+	}
+	s.pool.submit(job{ep: ep, m: m, h: h, tenant: tenant})
+}
+
+// admit returns the tenant of a request, and the error it gets without
+// being served: one requestTenant or checkTenant gives.
+func (s *Server) admit(ep subjects.Endpoint, m *nats.Msg) (string, *schema.Error) {
+	tenant, e := requestTenant(ep, m)
+	if e == nil && tenant != fsm.DefaultTenant {
+		e = s.checkTenant(tenant)
+	}
+	return tenant, e
+}
+
+// countTenant counts a request of a tenant other than the default one.
+func (s *Server) countTenant(tenant string, e *schema.Error) {
+	if tenant != fsm.DefaultTenant && s.cfg.TenantRequests != nil {
+		s.tenantCounts.count(s.cfg.TenantRequests, s.cfg.TenantLabel, tenant, e)
+	}
 }
 
 // job is one request waiting for a worker.
@@ -82,6 +111,8 @@ type job struct {
 	ep subjects.Endpoint // what the request counts toward in reqStats
 	m  *nats.Msg
 	h  handler
+	// tenant is the request's tenant, admitted by dispatch.
+	tenant string
 }
 
 // workerIdle is how long a worker waits for a request before it exits.
@@ -98,15 +129,8 @@ func (s *Server) handle(j job) {
 	if e == nil {
 		_, e = decode.Deadline(j.m, start)
 	}
-	tenant := fsm.DefaultTenant
 	if e == nil {
-		tenant, e = requestTenant(j.ep, j.m)
-	}
-	if e == nil && tenant != fsm.DefaultTenant {
-		e = s.checkTenant(tenant)
-	}
-	if e == nil {
-		reply, e = s.serve(j.m, tenant, j.h)
+		reply, e = s.serve(j.m, j.tenant, j.h)
 	}
 	// Count what was sent: a reply too large for NATS goes out as an error.
 	e = s.Respond(j.m, reply, e)
@@ -114,9 +138,7 @@ func (s *Server) handle(j job) {
 		r.release()
 	}
 	s.reqStats.observe(j.ep, time.Since(start), e)
-	if tenant != fsm.DefaultTenant && s.cfg.TenantRequests != nil {
-		s.tenantCounts.count(s.cfg.TenantRequests, s.cfg.TenantLabel, tenant, e)
-	}
+	s.countTenant(j.tenant, e)
 }
 
 // releaser is a reply that holds pooled memory, given back once it is
