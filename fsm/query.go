@@ -253,9 +253,12 @@ func (s *State) LeaseList(includeAnonymous bool, after int64, limit int, now int
 
 // Expired returns up to max (0: all) ids of the current tenant's leases
 // whose deadline is strictly before now, earliest deadline first.
-func (s *State) Expired(now int64, max int) []int64 {
+func (s *State) Expired(now int64, max int) []int64 { return s.space.expired(now, max) }
+
+// expired is Expired of sp.
+func (sp *space) expired(now int64, max int) []int64 {
 	var ids []int64
-	s.expiry.Ascend(func(e deadlineEntry) bool {
+	sp.expiry.Ascend(func(e deadlineEntry) bool {
 		if e.deadline >= now || (max > 0 && len(ids) >= max) {
 			return false
 		}
@@ -294,7 +297,7 @@ func (s *State) Due(now int64) []DueLeases {
 		if sp.status != tenantActive {
 			return
 		}
-		if ids := s.In(sp.name).Expired(now, 0); len(ids) > 0 {
+		if ids := sp.expired(now, 0); len(ids) > 0 {
 			due = append(due, DueLeases{Tenant: sp.name, IDs: ids})
 		}
 	})

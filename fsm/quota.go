@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/concord-io/concord/schema"
 )
@@ -163,7 +162,7 @@ func (s *State) TenantReport(tenant string) *schema.ClusterTenantsReply {
 		if tenant != "" && name != tenant {
 			continue
 		}
-		u := s.In(name).Usage()
+		u := s.spaces[name].usage(s.QuotaOf(name))
 		wu := schema.TenantUsage{Tenant: name, Keys: u.Keys, Leases: u.Leases, AnonymousLeases: u.AnonymousLeases,
 			ValueBytes: u.ValueBytes, HistoryChanges: u.HistoryChanges, CompactRevision: u.CompactRevision}
 		if name != DefaultTenant {
@@ -173,16 +172,6 @@ func (s *State) TenantReport(tenant string) *schema.ClusterTenantsReply {
 		reply.Tenants = append(reply.Tenants, wu)
 	}
 	return reply
-}
-
-// quotaNames returns the names quotas are set for, in order.
-func (s *State) quotaNames() []string {
-	names := make([]string, 0, len(s.quotas))
-	for n := range s.quotas {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
 }
 
 // The checks, made before a command changes anything. s.quota is the

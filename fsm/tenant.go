@@ -145,10 +145,21 @@ type TenantUsage struct {
 }
 
 // Usage returns what the current space holds.
-func (s *State) Usage() TenantUsage {
-	return TenantUsage{Tenant: s.name, Keys: int64(s.kv.Len()), Leases: int64(s.leases.Len()) - s.anonymous,
-		AnonymousLeases: s.anonymous, ValueBytes: s.valueBytes, HistoryChanges: int64(s.hist.byRev.Len()),
-		CompactRevision: s.hist.floor, Quota: s.QuotaOf(s.name)}
+func (s *State) Usage() TenantUsage { return s.space.usage(s.QuotaOf(s.name)) }
+
+// Usages returns what every tenant holds, the default tenant first, then
+// by name.
+func (s *State) Usages() []TenantUsage {
+	out := make([]TenantUsage, 0, len(s.names))
+	s.each(func(sp *space) { out = append(out, sp.usage(s.QuotaOf(sp.name))) })
+	return out
+}
+
+// usage is what sp holds, with the quota its tenant is held to.
+func (sp *space) usage(q Quota) TenantUsage {
+	return TenantUsage{Tenant: sp.name, Keys: int64(sp.kv.Len()), Leases: int64(sp.leases.Len()) - sp.anonymous,
+		AnonymousLeases: sp.anonymous, ValueBytes: sp.valueBytes, HistoryChanges: int64(sp.hist.byRev.Len()),
+		CompactRevision: sp.hist.floor, Quota: q}
 }
 
 // each calls f with every space, in name order.

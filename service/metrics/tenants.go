@@ -70,8 +70,8 @@ type tenantSums struct {
 func collectTenants(st *fsm.State, labels *TenantLabels, ch chan<- prometheus.Metric) {
 	sums := map[string]*tenantSums{}
 	var order []string
-	for _, t := range st.Tenants() {
-		u := st.In(t).Usage()
+	for _, u := range st.Usages() {
+		t := u.Tenant
 		label := labels.Label(t)
 		s := sums[label]
 		if s == nil {
