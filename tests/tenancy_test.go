@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -421,15 +423,66 @@ func TestTenantQuotas(t *testing.T) {
 	// goes on.
 	cli("tenant", "quota", "*", "--rate", "5")
 	var refused *schema.Error
+	var refusedIn time.Duration
 	for i := 0; i < 50 && refused == nil; i++ {
+		sent := time.Now()
 		r := b.raw(subjects.KVGet, map[string]any{"key": "x"})
-		refused = r.err
+		refused, refusedIn = r.err, time.Since(sent)
 	}
 	if refused == nil || refused.Name != schema.ErrLimitExceeded || !strings.Contains(refused.Description, "tenant TENANT_B is over its quota of 5 requests per second") {
 		t.Fatalf("B over its rate: %v", refused)
 	}
+	// The refusal is held a second before it is answered, so clients
+	// that send as fast as they are answered slow down.
+	if refusedIn < time.Second {
+		t.Errorf("B's refusal for its rate came after %v, want at least the 1 s hold", refusedIn)
+	}
+	// Unless the request's deadline is nearer: then it is answered in
+	// time. (The bucket refilled during the hold: the first few pass.)
+	var held *nats.Msg
+	var heldIn time.Duration
+	for i := 0; i < 20 && held == nil; i++ {
+		req := nats.NewMsg(b.names.Request(subjects.KVGet))
+		req.Data = []byte(`{"key":"x"}`)
+		req.Header.Set(schema.HeaderDeadline, schema.FormatDeadline(time.Now().Add(400*time.Millisecond)))
+		sent := time.Now()
+		r, err := b.nc.RequestMsg(req, 10*time.Second)
+		if err != nil {
+			t.Fatalf("B's request with a deadline 400 ms away: %v", err)
+		}
+		if r.Header.Get(schema.HeaderErrorCode) != "" {
+			held, heldIn = r, time.Since(sent)
+		}
+	}
+	if held == nil || held.Header.Get(schema.HeaderErrorCode) != "429" {
+		t.Errorf("B over its rate with a deadline 400 ms away: %v", held)
+	} else if heldIn >= time.Second {
+		t.Errorf("B's refusal with a deadline 400 ms away came after %v", heldIn)
+	}
+	// Eight clients sending B's requests in a closed loop for 3 s: each
+	// request in flight is answered at most once a second past the
+	// rate, so about 5×3 + 5 + 8×3 answers, not the thousands a node
+	// answers in 3 s. (A slow machine answers fewer, which passes.)
+	var answered atomic.Int64
+	var wg sync.WaitGroup
+	until := time.Now().Add(3 * time.Second)
+	for range 8 {
+		wg.Go(func() {
+			for time.Now().Before(until) {
+				if _, err := b.nc.Request(b.names.Request(subjects.KVGet), []byte(`{"key":"x"}`), 10*time.Second); err != nil {
+					t.Errorf("B's flood: %v", err)
+					return
+				}
+				answered.Add(1)
+			}
+		})
+	}
 	for range 20 {
 		a.get(map[string]any{"key": "k1"})
+	}
+	wg.Wait()
+	if n := answered.Load(); n > 150 {
+		t.Errorf("8 clients of B over its rate of 5/s were answered %d times in 3 s; held refusals allow about 50", n)
 	}
 	// Clearing A's quota puts A under the default one.
 	cli("tenant", "quota", "TENANT_A", "--clear")

@@ -76,27 +76,41 @@ func (s *Server) Unsubscribe() {
 // may not call the endpoint, it is moving, it is over its rate) is
 // answered here instead, without a worker: a tenant flooding past its
 // rate then costs the others a header read and a reply per request, not
-// a worker's turn.
+// a worker's turn; and a refusal for the rate is held a while before it
+// is answered (refusalHold), so that the flooding clients slow down.
 func (s *Server) dispatch(ep subjects.Endpoint, m *nats.Msg, h handler) {
-	tenant, e := s.admit(ep, m)
-	if e != nil {
-		start := time.Now()
-		e = s.Respond(m, nil, e)
-		s.reqStats.observe(ep, time.Since(start), e)
-		s.countTenant(tenant, e)
+	tenant, e, overRate := s.admit(ep, m)
+	if e == nil {
+		s.pool.submit(job{ep: ep, m: m, h: h, tenant: tenant})
 		return
 	}
-	s.pool.submit(job{ep: ep, m: m, h: h, tenant: tenant})
+	r := heldRefusal{ep: ep, m: m, e: e, tenant: tenant, start: time.Now()}
+	if overRate && m.Reply != "" {
+		deadline, _ := decode.Deadline(m, r.start)
+		if s.refusals.hold(r, r.start, deadline) {
+			return
+		}
+	}
+	s.answerRefusal(r)
+}
+
+// answerRefusal answers a request refused without being served, and
+// counts it, with the time from its arrival.
+func (s *Server) answerRefusal(r heldRefusal) {
+	e := s.Respond(r.m, nil, r.e)
+	s.reqStats.observe(r.ep, time.Since(r.start), e)
+	s.countTenant(r.tenant, e)
 }
 
 // admit returns the tenant of a request, and the error it gets without
-// being served: one requestTenant or checkTenant gives.
-func (s *Server) admit(ep subjects.Endpoint, m *nats.Msg) (string, *schema.Error) {
-	tenant, e := requestTenant(ep, m)
+// being served: one requestTenant or checkTenant gives; overRate tells
+// that the error is the tenant's rate.
+func (s *Server) admit(ep subjects.Endpoint, m *nats.Msg) (tenant string, e *schema.Error, overRate bool) {
+	tenant, e = requestTenant(ep, m)
 	if e == nil && tenant != fsm.DefaultTenant {
-		e = s.checkTenant(tenant)
+		e, overRate = s.checkTenant(tenant)
 	}
-	return tenant, e
+	return tenant, e, overRate
 }
 
 // countTenant counts a request of a tenant other than the default one.
@@ -174,16 +188,16 @@ func requestTenant(ep subjects.Endpoint, m *nats.Msg) (string, *schema.Error) {
 // It reads the policy the state machine took after its last apply that
 // changed it, not the state: the state's read lock waits for every apply,
 // and every request of a tenant passes here.
-func (s *Server) checkTenant(tenant string) *schema.Error {
+func (s *Server) checkTenant(tenant string) (e *schema.Error, overRate bool) {
 	p := s.sm.TenantPolicy()
 	if err := p.Refusal(tenant); err != nil {
-		return errorFor(err)
+		return errorFor(err), false
 	}
 	rps := p.QuotaOf(tenant).RequestsPerSecond
 	if !s.rates.allow(tenant, rps) {
-		return rateError(tenant, rps)
+		return rateError(tenant, rps), true
 	}
-	return nil
+	return nil, false
 }
 
 func (s *Server) serve(m *nats.Msg, tenant string, h handler) (reply any, e *schema.Error) {

@@ -138,6 +138,8 @@ type Server struct {
 	// request counters (tenantrate.go).
 	rates        tenantRates
 	tenantCounts tenantCounters
+	// refusals holds the answers to requests over their tenant's rate.
+	refusals *refusalHold
 
 	backupOnce  sync.Once
 	backupStore *backupStore
@@ -163,6 +165,8 @@ func New(ctx context.Context, o Options, node Node, sm State) *Server {
 	s.proposer = newProposer(func(entry []byte) raft.ApplyFuture { return node.Apply(entry) }, false)
 	s.proposer.stop = ctx
 	s.pool = newWorkerPool(o.MaxInflight, workerIdle, ctx.Done(), s.handle)
+	s.refusals = newRefusalHold(refusalDelay, maxHeldRefusals, s.answerRefusal)
+	go s.refusals.run(ctx)
 	return s
 }
 

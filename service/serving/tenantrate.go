@@ -3,6 +3,7 @@ package serving
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
@@ -62,9 +63,19 @@ func (t *tenantRates) allow(tenant string, rps int64) bool {
 	return l.lim.Allow()
 }
 
+// refusalDelay is how long a refusal for the rate is held before it is
+// answered (refusalHold): a client waiting for its answer then sends at
+// most one request a second per request in flight. It is shorter than
+// the timeouts clients use (nats req's 5 s; a request's own deadline
+// shortens it further).
+const refusalDelay = time.Second
+
+// maxHeldRefusals bounds the refusals held at once, all tenants together.
+const maxHeldRefusals = 10_000
+
 // rateError is the reply to a request over its tenant's rate.
 func rateError(tenant string, rps int64) *schema.Error {
-	return schema.Errorf(schema.ErrLimitExceeded, "tenant %s is over its quota of %d requests per second; nothing was changed; send fewer, or retry later", tenant, rps)
+	return schema.Errorf(schema.ErrLimitExceeded, "tenant %s is over its quota of %d requests per second; nothing was changed; send fewer, or retry later (a refusal for the rate is answered after up to %s, so that clients sending too fast slow down)", tenant, rps, refusalDelay)
 }
 
 // tenantCounters caches each tenant's series of TenantRequests, so that

@@ -11,7 +11,7 @@
 #           default tenant, that binary against this one
 # Each run starts a fresh single node on loopback (deploy/nats/accounts.conf
 # for the tenant runs) and stops it; configurations alternate which goes
-# first. Usage: run.sh CONCORD [ROUNDS] [DURATION]
+# first. Usage: [PHASES='cpu spread flood'] run.sh CONCORD [ROUNDS] [DURATION]
 set -u
 B=${1:?usage: run.sh CONCORD [ROUNDS] [DURATION]}
 ROUNDS=${2:-5}
@@ -27,6 +27,8 @@ stop() { [ -n "$pid" ] && { kill $pid 2>/dev/null; wait $pid 2>/dev/null; }; [ -
 trap stop EXIT
 trap 'exit 130' INT TERM
 start() { # binary accounts(yes|no)
+  # A node left on the port would answer for the one this run starts.
+  if (exec 3<>/dev/tcp/${NATS%:*}/${NATS#*:}) 2>/dev/null; then echo "something already listens on $NATS" >&2; exit 1; fi
   dir=$(mktemp -d)
   local extra=() probe=nats://$NATS
   if [ "$2" = yes ]; then extra=(--nats-config "$CONF" --nats-user concord-replica --nats-events-user concord-events); probe=$OP; fi
@@ -51,6 +53,8 @@ order() { # round items...: the items rotated by the round
   for i in $(seq 0 $((n - 1))); do echo "${items[$(( (i + r) % n ))]}"; done
 }
 echo "# $(date -u) $(nproc) cores $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+want() { case " ${PHASES:-cpu spread flood} " in *" $1 "*) return 0 ;; esac; return 1; }
+if want cpu; then
 echo "## cpu"
 for r in $(seq 1 $ROUNDS); do
   for cfg in $(order $r default header import); do
@@ -65,6 +69,8 @@ for r in $(seq 1 $ROUNDS); do
     stop
   done
 done
+fi
+if want spread; then
 echo "## spread"
 for r in $(seq 1 $ROUNDS); do
   for cfg in $(order $r 100:1000 1:100000 0:100000); do
@@ -73,6 +79,8 @@ for r in $(seq 1 $ROUNDS); do
     stop
   done
 done
+fi
+if want flood; then
 echo "## flood"
 for r in $(seq 1 $ROUNDS); do
   for mode in $(order $r alone flooded); do
@@ -88,6 +96,7 @@ for r in $(seq 1 $ROUNDS); do
     stop
   done
 done
+fi
 if [ -n "${BASELINE:-}" ]; then
   echo "## binary"
   for r in $(seq 1 $ROUNDS); do
