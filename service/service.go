@@ -250,7 +250,7 @@ func (s *Service) start() error {
 	s.goRun(func(ctx context.Context) { s.fence.Watch(ctx, s.prober, s.cfg.DataDir, s.cfg.BusCheckInterval) })
 	s.goRun(s.runLeadership)
 	s.goRun(replica.SnapshotTrigger{SM: s.sm, Raft: s.raft, CaughtUp: s.caughtUp,
-		Threshold: s.cfg.SnapshotThreshold, Interval: s.cfg.SnapshotInterval, Log: s.log}.Run)
+		Threshold: s.cfg.SnapshotThreshold, Interval: s.cfg.SnapshotInterval, Log: s.log, OnFailure: s.metrics.CountSnapshotFailure}.Run)
 	s.goRun(s.watchCaughtUp)
 	s.log.Info("concord started", "node", s.cfg.NodeID, "nats", url, "raft", s.cfg.RaftAddr, "data_dir", s.cfg.DataDir, "prefix", s.cfg.SubjectPrefix)
 	return nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/service/replica"
 	"github.com/concord-io/concord/subjects"
 )
 
@@ -21,6 +22,17 @@ func (m metricsSource) ReadState(f func(*fsm.State)) { m.s.sm.Read(f) }
 func (m metricsSource) AppliedIndex() uint64         { return m.s.sm.Applied.Get() }
 func (m metricsSource) BatchEntries() uint64         { return m.s.sm.BatchEntries() }
 func (m metricsSource) Batching() bool               { return m.s.srv != nil && m.s.srv.Batching() }
+
+func (m metricsSource) LeaseClockRunning() bool {
+	_, running := m.s.clock.now()
+	return running
+}
+func (m metricsSource) MaxLeases() int64 { return m.s.cfg.MaxLeases }
+func (m metricsSource) DataDir() string  { return m.s.cfg.DataDir }
+func (m metricsSource) SnapshotDebt() (debt, dueAt uint64) {
+	debt, records := m.s.sm.ReplayDebt()
+	return debt, replica.SnapshotDueAt(records, m.s.cfg.SnapshotThreshold)
+}
 
 func (m metricsSource) Raft() *raft.Raft {
 	if !m.s.raftStarted.Load() {

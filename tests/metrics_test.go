@@ -233,6 +233,24 @@ func TestMetricsCountTheWorkload(t *testing.T) {
 	if after["go_goroutines"] == nil || after["process_resident_memory_bytes"] == nil {
 		t.Error("runtime and process collectors are missing")
 	}
+	// What the alert rules read: a lone voter that leads, with its clock
+	// running; the lease limit; the data directory's filesystem; the
+	// commands a restart would replay (no snapshot yet: all of them).
+	for name, want := range map[string]float64{
+		"concord_raft_has_leader": 1, "concord_cluster_voters": 1, "concord_lease_clock_running": 1,
+		"concord_lease_limit": float64(schema.DefaultMaxLeases), "concord_snapshot_failures_total": 0,
+		"concord_snapshot_last_timestamp_seconds": 0,
+	} {
+		if got := after.value(name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	if free, size := after.value("concord_data_dir_free_bytes"), after.value("concord_data_dir_size_bytes"); free <= 0 || size < free {
+		t.Errorf("data directory: %v bytes free of %v", free, size)
+	}
+	if debt, due := after.value("concord_snapshot_replay_commands"), after.value("concord_snapshot_replay_due_commands"); debt < 10 || due != 8192 {
+		t.Errorf("replay debt %v commands, due at %v; want the workload's commands (at least 10), due at --snapshot-threshold 8192", debt, due)
+	}
 
 	// After a restart, Raft applies the log again; that is not new
 	// activity. The leases gained the whole downtime, and the new term's
@@ -268,6 +286,7 @@ func TestMetricsSnapshot(t *testing.T) {
 	n := startNode(t, nodeOpts{flags: []string{"--metrics-listen", addr}})
 	c := connect(t, n.natsURL)
 	c.put("snap.a", 1, 0)
+	before := time.Now()
 	var rep schema.ClusterSnapshotReply
 	c.ok(subjects.ClusterSnapshot, map[string]any{}, &rep)
 	s := scrapeMetrics(t, addr)
@@ -278,6 +297,12 @@ func TestMetricsSnapshot(t *testing.T) {
 	// line and the key.
 	if b := s.value("concord_snapshot_bytes"); b < float64(len("concord.fsm v5\n")+len("snap.a")) {
 		t.Errorf("snapshot size %v bytes", b)
+	}
+	if at := s.value("concord_snapshot_last_timestamp_seconds"); at < float64(before.Unix()) || at > float64(time.Now().Unix()+1) {
+		t.Errorf("last snapshot at %v, want between %d and now", at, before.Unix())
+	}
+	if debt := s.value("concord_snapshot_replay_commands"); debt != 0 {
+		t.Errorf("replay debt %v commands right after a snapshot, want 0", debt)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	walmetrics "github.com/hashicorp/raft-wal/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sys/unix"
 
 	"github.com/concord-io/concord/fsm"
 	"github.com/concord-io/concord/schema"
@@ -56,6 +57,8 @@ type Metrics struct {
 	listingPaused    prometheus.Counter
 	snapshotDuration prometheus.Histogram
 	snapshotBytes    prometheus.Gauge
+	snapshotTime     prometheus.Gauge
+	snapshotFailures prometheus.Counter
 
 	// wal receives the Raft log store's own counters (raft_wal_*).
 	wal *walMetrics
@@ -91,6 +94,15 @@ type Source interface {
 	// Batching reports whether this node puts concurrent commands into
 	// shared log entries.
 	Batching() bool
+	// LeaseClockRunning reports whether this node's lease clock runs
+	// (it leads, and sees no other cluster on the bus).
+	LeaseClockRunning() bool
+	// MaxLeases is the node's --max-leases; DataDir its data directory.
+	MaxLeases() int64
+	DataDir() string
+	// SnapshotDebt is the commands applied since the newest snapshot,
+	// and the debt at which a busy node takes the next one.
+	SnapshotDebt() (debt, dueAt uint64)
 }
 
 // New makes the collectors, reading the state from src; at most
@@ -123,6 +135,8 @@ func New(src Source, tenantLabels int) *Metrics {
 	m.snapshotDuration = f.histogram("concord_snapshot_persist_duration_seconds", "Time to write a Raft snapshot of the state.", prometheus.DefBuckets)
 	m.DiskFull = f.gauge("concord_disk_full", "1 while this node's data directory has no room for its next Raft log segment (or too little beside it); as leader it then refuses new leases, puts and transactions with 507 disk_full.")
 	m.snapshotBytes = f.gauge("concord_snapshot_bytes", "Size of the last snapshot this node wrote.")
+	m.snapshotTime = f.gauge("concord_snapshot_last_timestamp_seconds", "When this node last wrote a snapshot (Unix seconds; 0 before its first).")
+	m.snapshotFailures = f.counter("concord_snapshot_failures_total", "Snapshots this node asked for when one was due, and that failed.")
 
 	m.wal = newWALMetrics(f)
 	m.TenantRequests = f.counterVec("concord_tenant_requests_total", "Requests of tenants other than Concord's own account that this node served as leader, by tenant (\"other\" past --metrics-tenants) and outcome: ok, or the error reply's name (limit_exceeded for a quota).", "tenant", "outcome")
@@ -206,7 +220,11 @@ func (m *Metrics) ObserveExpiryLag(expired []fsm.ExpiredLease, committed int64) 
 func (m *Metrics) ObserveSnapshot(d time.Duration, bytes int64) {
 	m.snapshotDuration.Observe(d.Seconds())
 	m.snapshotBytes.Set(float64(bytes))
+	m.snapshotTime.Set(float64(time.Now().UnixMilli()) / 1000)
 }
+
+// CountSnapshotFailure counts a snapshot that was due and failed.
+func (m *Metrics) CountSnapshotFailure() { m.snapshotFailures.Inc() }
 
 // CountLeaderChanges registers an observer of r's leaders at once and returns
 // what counts the leader changes it sees, until ctx ends. It is called as
@@ -268,10 +286,19 @@ var (
 	descLastIndex   = prometheus.NewDesc("concord_raft_last_index", "The last index in this node's log.", nil, nil)
 	descBatchCount  = prometheus.NewDesc("concord_raft_batch_entries_applied_total", "Log entries carrying the commands of several requests that this node applied (since it started; entries replayed at start are not counted).", nil, nil)
 	descBatching    = prometheus.NewDesc("concord_raft_batch_entries", "1 while this node leads and puts concurrent requests' commands into shared log entries, which it does once every member has said its release reads them; 0 otherwise.", nil, nil)
+	descHasLeader   = prometheus.NewDesc("concord_raft_has_leader", "1 while this node knows a Raft leader (itself included), 0 otherwise.", nil, nil)
+	descVoters      = prometheus.NewDesc("concord_cluster_voters", "Voting members in the Raft configuration this node holds.", nil, nil)
+	descClockRuns   = prometheus.NewDesc("concord_lease_clock_running", "1 while this node's lease clock runs: it leads and sees no other cluster on its prefix. Leases expire only while some node's does.", nil, nil)
+	descLeaseLimit  = prometheus.NewDesc("concord_lease_limit", "The most leases the cluster holds (--max-leases); a grant past it is refused.", nil, nil)
+	descDiskFree    = prometheus.NewDesc("concord_data_dir_free_bytes", "Bytes free to this node on the filesystem of its data directory.", nil, nil)
+	descDiskSize    = prometheus.NewDesc("concord_data_dir_size_bytes", "Size in bytes of the filesystem of this node's data directory.", nil, nil)
+	descReplayDebt  = prometheus.NewDesc("concord_snapshot_replay_commands", "Commands applied since this node's newest snapshot: what a restart would replay after restoring it.", nil, nil)
+	descReplayDue   = prometheus.NewDesc("concord_snapshot_replay_due_commands", "The replay debt at which a busy node takes its next snapshot (--snapshot-threshold, or a quarter of the keys and history changes it holds when more).", nil, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRevision, descKeys, descFloor, descHistory, descLeases, descAttached, descLeaseClock, descRaftState, descRaftTerm, descCommitIndex, descApplied, descLastIndex, descBatching, descBatchCount,
+		descHasLeader, descVoters, descClockRuns, descLeaseLimit, descDiskFree, descDiskSize, descReplayDebt, descReplayDue,
 		descTenantKeys, descTenantLeases, descTenantBytes, descTenantHistory, descTenantQuota} {
 		ch <- d
 	}
@@ -300,6 +327,16 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descLeaseClock, float64(now)/1000)
 	gauge(descApplied, float64(c.src.AppliedIndex()))
 	ch <- prometheus.MustNewConstMetric(descBatchCount, prometheus.CounterValue, float64(c.src.BatchEntries()))
+	gauge(descClockRuns, boolGauge(c.src.LeaseClockRunning()))
+	gauge(descLeaseLimit, float64(c.src.MaxLeases()))
+	debt, due := c.src.SnapshotDebt()
+	gauge(descReplayDebt, float64(debt))
+	gauge(descReplayDue, float64(due))
+	var fs unix.Statfs_t
+	if err := unix.Statfs(c.src.DataDir(), &fs); err == nil {
+		gauge(descDiskFree, float64(fs.Bavail)*float64(fs.Bsize))
+		gauge(descDiskSize, float64(fs.Blocks)*float64(fs.Bsize))
+	}
 	r := c.src.Raft()
 	if r == nil {
 		return // /metrics answers from before Raft starts
@@ -315,11 +352,25 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descRaftTerm, float64(r.CurrentTerm()))
 	gauge(descCommitIndex, float64(r.CommitIndex()))
 	gauge(descLastIndex, float64(r.LastIndex()))
-	batching := 0.0
-	if c.src.Batching() {
-		batching = 1
+	gauge(descBatching, boolGauge(c.src.Batching()))
+	leader, _ := r.LeaderWithID()
+	gauge(descHasLeader, boolGauge(leader != ""))
+	if f := r.GetConfiguration(); f.Error() == nil {
+		voters := 0
+		for _, srv := range f.Configuration().Servers {
+			if srv.Suffrage == raft.Voter {
+				voters++
+			}
+		}
+		gauge(descVoters, float64(voters))
 	}
-	gauge(descBatching, batching)
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // The go-metrics sink that bridges hashicorp/raft's own measurements

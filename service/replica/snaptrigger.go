@@ -54,6 +54,13 @@ func snapshotDue(debt, recent, records, threshold uint64) bool {
 	return recent < quietCommands || debt >= records/snapshotReplayDivisor
 }
 
+// SnapshotDueAt is the replay debt at which a snapshot is due on a busy
+// node with records in its state: a node whose debt stays well above it
+// is not getting its snapshots written.
+func SnapshotDueAt(records, threshold uint64) uint64 {
+	return max(threshold, records/snapshotReplayDivisor)
+}
+
 // Snapshotter takes a snapshot on demand; *raft.Raft is one.
 type Snapshotter interface {
 	Snapshot() raft.SnapshotFuture
@@ -70,6 +77,8 @@ type SnapshotTrigger struct {
 	Threshold uint64
 	Interval  time.Duration
 	Log       *slog.Logger
+	// OnFailure, when set, learns of each snapshot that failed.
+	OnFailure func()
 }
 
 // Run asks for snapshots until ctx ends. It waits while the node replays
@@ -108,6 +117,9 @@ func (s SnapshotTrigger) Run(ctx context.Context) {
 			s.Log.Debug("snapshot taken for the commands applied since the last one", "commands", commands, "records", records)
 		case errors.Is(err, raft.ErrNothingNewToSnapshot), errors.Is(err, raft.ErrRaftShutdown), ctx.Err() != nil:
 		default:
+			if s.OnFailure != nil {
+				s.OnFailure()
+			}
 			// Not every second: a failed snapshot may have written most
 			// of the state before it failed.
 			s.Log.Warn("snapshot for the commands applied since the last one; trying again after the snapshot interval", "commands", commands, "err", err, "interval", s.Interval)

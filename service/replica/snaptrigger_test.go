@@ -1,9 +1,14 @@
 package replica
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -105,3 +110,48 @@ func TestReplayDebtCountsCommands(t *testing.T) {
 type failingSink struct{ raft.SnapshotSink }
 
 func (failingSink) Write([]byte) (int, error) { return 0, fmt.Errorf("disk full") }
+
+// failingSnapshotter fails every snapshot it is asked for.
+type failingSnapshotter struct{ asked chan struct{} }
+
+func (f failingSnapshotter) Snapshot() raft.SnapshotFuture {
+	select {
+	case f.asked <- struct{}{}:
+	default:
+	}
+	return failedSnapshot{}
+}
+
+type failedSnapshot struct{}
+
+func (failedSnapshot) Error() error { return errors.New("disk on fire") }
+func (failedSnapshot) Open() (*raft.SnapshotMeta, io.ReadCloser, error) {
+	return nil, nil, errors.New("disk on fire")
+}
+
+// A snapshot that was due and failed is reported (the metric
+// concord_snapshot_failures_total counts these), and nothing else is.
+func TestSnapshotTriggerReportsFailures(t *testing.T) {
+	m := NewStateMachine(func(uint64, string, []schema.Event) {})
+	m.ApplyBatch([]*raft.Log{putLog(t, 1, "a"), batchLog(t, 2, "b", "c", "d")})
+	caughtUp := make(chan struct{})
+	close(caughtUp)
+	failures := make(chan struct{}, 10)
+	snap := failingSnapshotter{asked: make(chan struct{}, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		SnapshotTrigger{SM: m, Raft: snap, CaughtUp: caughtUp, Threshold: 4, Interval: time.Hour,
+			Log: slog.New(slog.DiscardHandler), OnFailure: func() { failures <- struct{}{} }}.Run(ctx)
+		close(done)
+	}()
+	defer func() { cancel(); <-done }()
+	select {
+	case <-failures:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a due snapshot that failed was not reported within 30 s")
+	}
+	if len(failures) != 0 {
+		t.Fatalf("%d more failures reported while the trigger waits out its interval", len(failures))
+	}
+}
