@@ -144,15 +144,20 @@ func TestComposeFile(t *testing.T) {
 // processes, host names and ports mapped to free loopback ports, and checks
 // that they form one cluster that serves.
 func TestComposeCluster(t *testing.T) {
-	p := loadCompose(t)
+	startComposeCluster(t, loadCompose(t))
+}
+
+// startComposeCluster runs the compose file's Concord services as local
+// processes (see TestComposeCluster), checks that they form a cluster, and
+// returns them with their NATS URLs and metrics addresses.
+func startComposeCluster(t *testing.T, p *types.Project) (procs []*proc, urls, metrics []string) {
+	t.Helper()
 	names := p.ServiceNames()
 	slices.Sort(names)
 	l := newLocalizer(t)
 	for _, name := range names {
 		l.addHost(name, p.Services[name].Hostname)
 	}
-	var procs []*proc
-	var urls, metrics []string
 	for _, name := range names {
 		s := p.Services[name]
 		dataDir, _ := flagValue(s.Command, "data-dir")
@@ -164,4 +169,5 @@ func TestComposeCluster(t *testing.T) {
 		metrics = append(metrics, l.local(name, portOf(t, m)))
 	}
 	checkCluster(t, procs, names, urls, metrics)
+	return procs, urls, metrics
 }
