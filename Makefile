@@ -77,7 +77,7 @@ unit:
 	$(GO) test -count=1 -tags failpoints ./service/failpoint/
 
 blackbox: tools test-tools
-	PATH="$(BIN):$$PATH" CONCORD_REQUIRE_NATS_CLI=1 CONCORD_REQUIRE_SYSTEMD_ANALYZE=1 $(GO) test -count=1 -timeout 13m $$($(GO) list ./tests/... | grep -v /tests/robustness)
+	PATH="$(BIN):$$PATH" CONCORD_REQUIRE_NATS_CLI=1 CONCORD_REQUIRE_SYSTEMD_ANALYZE=1 CONCORD_REQUIRE_CHROMIUM=1 $(GO) test -count=1 -timeout 13m $$($(GO) list ./tests/... | grep -v /tests/robustness)
 	cd deploy/check && CONCORD_REQUIRE_PROMTOOL=1 $(GO) test -count=1 -timeout 10m ./...
 
 # The robustness suite (tests/robustness, see its README.md): power cuts on
@@ -96,10 +96,10 @@ robustness-short: robustness-tools
 	CONCORD_REQUIRE_ROBUSTNESS=$${CI:+1} CONCORD_ROBUSTNESS_PROFILE=short $(GO) test -p 1 -count=1 -timeout 8m ./tests/robustness/...
 
 # The black-box tests check the systemd unit with systemd-analyze
-# (Debian's systemd package), and deploy/check the alert rules and the
-# Prometheus config with promtool (Debian's prometheus package), installed
-# here with apt-get when missing and root; without them they fail, saying
-# so.
+# (Debian's systemd package) and the console in a browser (Debian's
+# chromium), and deploy/check the alert rules and the Prometheus config
+# with promtool (Debian's prometheus package), installed here with apt-get
+# when missing and root; without them they fail, saying so.
 test-tools:
 	@command -v systemd-analyze >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null; } || \
@@ -107,6 +107,9 @@ test-tools:
 	@command -v promtool >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; } || \
 	  echo "promtool is not installed (Debian: apt-get install prometheus): the alert rule tests will fail"
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; } || \
+	  echo "chromium is not installed (Debian: apt-get install chromium): the console's browser test will fail"
 
 robustness-tools:
 	@command -v nft >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"reflect"
 	"time"
 
@@ -143,6 +144,12 @@ type Config struct {
 	// MetricsListen, when set, is the address of the operator listener:
 	// /metrics, /healthz and /readyz.
 	MetricsListen string
+
+	// ConsoleListen, when set, is the address of the read-only operator
+	// console (service/console). ConsoleUser and ConsolePassword, when the
+	// password is set, are the HTTP Basic credentials it requires; a
+	// console on an address other than loopback must have them.
+	ConsoleListen, ConsoleUser, ConsolePassword string
 
 	// TestFaultFile is for tests only (replica.StreamLayer.EnableTestFaults): a JSON file
 	// {"block": [raft addresses]} that the node polls and whose peers it
@@ -294,6 +301,9 @@ func (c *Config) validate() error {
 	case c.BusCheckInterval < 50*time.Millisecond:
 		return fmt.Errorf("%w: bus check interval %s is below 50ms", ErrConfig, c.BusCheckInterval)
 	}
+	if err := c.validateConsole(); err != nil {
+		return err
+	}
 	if _, err := subjects.New(c.SubjectPrefix); err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
@@ -325,4 +335,25 @@ func (c *Config) decodeLimits() decode.Limits {
 		MinTTL: c.MinTTL, MaxKeyBytes: c.MaxKeyBytes, MaxValueBytes: c.MaxValueBytes, MaxMetadataBytes: c.MaxMetadataBytes,
 		MaxTxnCompares: c.MaxTxnCompares, MaxTxnOps: c.MaxTxnOps, MaxTxnBytes: c.MaxTxnBytes,
 	}
+}
+
+// validateConsole refuses a console that anyone who reaches the address
+// could read: one on an address other than loopback without a password.
+func (c *Config) validateConsole() error {
+	if c.ConsoleListen == "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(c.ConsoleListen)
+	if err != nil {
+		return fmt.Errorf("%w: --console-listen %q: %v", ErrConfig, c.ConsoleListen, err)
+	}
+	ip := net.ParseIP(host)
+	loopback := host == "localhost" || (ip != nil && ip.IsLoopback())
+	if !loopback && c.ConsolePassword == "" {
+		return fmt.Errorf("%w: --console-listen %s is not a loopback address, and the console has no password: set CONCORD_CONSOLE_PASSWORD or --console-password-file", ErrConfig, c.ConsoleListen)
+	}
+	if c.ConsolePassword != "" && c.ConsoleUser == "" {
+		return fmt.Errorf("%w: the console has a password but no --console-user", ErrConfig)
+	}
+	return nil
 }

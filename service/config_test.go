@@ -114,3 +114,32 @@ func TestValidateRefusesBadRaftTLS(t *testing.T) {
 		t.Fatalf("validate: %v, want ErrConfig and ErrRaftTLS saying a key is required", err)
 	}
 }
+
+// A console anyone on the network could read is refused: an address
+// other than loopback needs a password; loopback may go without.
+func TestValidateConsole(t *testing.T) {
+	for _, c := range []struct {
+		listen, user, password string
+		refused                string
+	}{
+		{"", "", "", ""},
+		{"127.0.0.1:8080", "", "", ""},
+		{"[::1]:8080", "", "", ""},
+		{"localhost:8080", "", "", ""},
+		{"0.0.0.0:8080", "operator", "", "is not a loopback address, and the console has no password"},
+		{":8080", "operator", "", "is not a loopback address"},
+		{"10.0.0.5:8080", "operator", "secret", ""},
+		{"10.0.0.5:8080", "", "secret", "no --console-user"},
+		{"nonsense", "", "", "--console-listen"},
+	} {
+		cfg := DefaultConfig()
+		cfg.ConsoleListen, cfg.ConsoleUser, cfg.ConsolePassword = c.listen, c.user, c.password
+		err := cfg.validateConsole()
+		switch {
+		case c.refused == "" && err != nil:
+			t.Errorf("%q: refused: %v", c.listen, err)
+		case c.refused != "" && (!errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), c.refused)):
+			t.Errorf("%q user %q password %q: %v, want ErrConfig saying %q", c.listen, c.user, c.password, err, c.refused)
+		}
+	}
+}

@@ -11,7 +11,9 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/concord-io/concord/client"
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/service/console"
 )
 
 // serveHTTP starts the operator listener: /metrics for Prometheus,
@@ -44,8 +46,36 @@ func (s *Service) serveHTTP(addr string) error {
 	return nil
 }
 
-// closeHTTP stops the operator listener.
+// serveConsole serves the read-only operator console on addr, reading
+// the cluster through the node's own connection.
+func (s *Service) serveConsole(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("console listener %s: %w", addr, err)
+	}
+	c, err := client.Connect(client.Conn(s.nc), client.Prefix(s.cfg.SubjectPrefix))
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("console: %w", err)
+	}
+	s.console = &http.Server{Handler: console.Handler(console.Options{Client: c, NodeID: s.cfg.NodeID,
+		User: s.cfg.ConsoleUser, Password: s.cfg.ConsolePassword, Log: s.log}), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := s.console.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Warn("console listener stopped", "err", err)
+		}
+	}()
+	s.log.Info("console listening", "addr", ln.Addr().String(), "auth", s.cfg.ConsolePassword != "")
+	return nil
+}
+
+// closeHTTP stops the operator listener and the console. The console's
+// event streams last as long as their pages, so it is closed, not shut
+// down gracefully.
 func (s *Service) closeHTTP() {
+	if s.console != nil {
+		s.console.Close()
+	}
 	if s.http == nil {
 		return
 	}

@@ -55,6 +55,7 @@ type Service struct {
 
 	metrics *metrics.Metrics
 	http    *http.Server // the operator listener, when configured
+	console *http.Server // the operator console, when configured
 	started time.Time
 
 	clock leaseClock
@@ -241,6 +242,11 @@ func (s *Service) start() error {
 	s.goRun(s.standby.Run)
 	if s.cfg.MetricsListen != "" {
 		if err := s.serveHTTP(s.cfg.MetricsListen); err != nil {
+			return err
+		}
+	}
+	if s.cfg.ConsoleListen != "" {
+		if err := s.serveConsole(s.cfg.ConsoleListen); err != nil {
 			return err
 		}
 	}

@@ -95,6 +95,9 @@ func runServe(args []string) error {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json (one JSON object per line)")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", "", "serve /metrics (Prometheus), /healthz and /readyz on this address, e.g. 127.0.0.1:9090")
+	fs.StringVar(&cfg.ConsoleListen, "console-listen", "", "serve the read-only operator console on this address, e.g. 127.0.0.1:8080 (off by default; an address other than loopback needs a password)")
+	fs.StringVar(&cfg.ConsoleUser, "console-user", "operator", "the console's HTTP Basic user, when it has a password")
+	consolePasswordFile := fs.String("console-password-file", "", "file holding the console's password (or $CONCORD_CONSOLE_PASSWORD); with one, every console request needs --console-user and it")
 	pprofListen := fs.String("pprof-listen", "", "serve Go's net/http/pprof profiles on this address (for profiling; off by default)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -116,6 +119,16 @@ func runServe(args []string) error {
 	}
 	if cfg.NATSAuth.Token == "" {
 		cfg.NATSAuth.Token = os.Getenv("CONCORD_NATS_TOKEN")
+	}
+	cfg.ConsolePassword = os.Getenv("CONCORD_CONSOLE_PASSWORD")
+	if *consolePasswordFile != "" {
+		b, err := os.ReadFile(*consolePasswordFile)
+		if err != nil {
+			return fmt.Errorf("--console-password-file: %w", err)
+		}
+		if cfg.ConsolePassword = strings.TrimSpace(string(b)); cfg.ConsolePassword == "" {
+			return fmt.Errorf("--console-password-file %s is empty", *consolePasswordFile)
+		}
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {

@@ -1,0 +1,263 @@
+package tests
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+
+	"github.com/concord-io/concord/subjects"
+	"github.com/concord-io/concord/tests/freeport"
+)
+
+// chromium returns Debian's chromium, skipping the test without it
+// unless CONCORD_REQUIRE_CHROMIUM is set (make test sets it, and installs
+// the package when it can).
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CONCORD_REQUIRE_CHROMIUM") != "" {
+		t.Fatal("chromium is not installed (Debian: apt-get install chromium), and CONCORD_REQUIRE_CHROMIUM is set")
+	}
+	t.Skip("chromium is not installed (Debian: apt-get install chromium): the console's browser test does not run")
+	return ""
+}
+
+// browser starts a headless chromium for the test, with the flags that
+// keep it off the network (it may reach only what the test serves), and
+// returns a context to drive it. Every request carries header.
+func browser(t *testing.T, header map[string]any) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)),
+		chromedp.NoSandbox, // root, in a container
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	)
+	// The browser is a process of the test's: its context ends it.
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelCtx(); cancelAlloc() })
+	err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		if _, err := cdp.Call(ctx, tg, network.Enable, network.EnableParams{}); err != nil {
+			return err
+		}
+		_, err := cdp.Call(ctx, tg, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers(header)})
+		return err
+	}))
+	if err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+// screenshot keeps a picture of the page: in dir when given, else, when
+// the test failed, under tests/artifacts for CI to keep.
+func screenshot(t *testing.T, ctx context.Context, dir, name string) {
+	t.Helper()
+	if dir == "" {
+		if !t.Failed() {
+			return
+		}
+		dir = filepath.Join("artifacts", t.Name())
+	}
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100)) // quality 100: PNG
+	if err != nil {
+		t.Logf("screenshot %s: %v", name, err)
+		return
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Logf("screenshot %s: %v", name, err)
+		return
+	}
+	path := filepath.Join(dir, name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Logf("screenshot %s: %v", name, err)
+		return
+	}
+	t.Logf("screenshot of %s: %s", name, path)
+}
+
+// TestConsoleInBrowser runs the console of a real node in a real browser:
+// the overview names the leader; the leases page shows a lease the test
+// granted, with its metadata and key, and a countdown that moves, and
+// drops the lease once it expires; an event the test causes appears in
+// the event stream; and without the password the console gives nothing.
+// CONCORD_CONSOLE_SCREENSHOTS=dir keeps a picture of each page there (the
+// docs' pictures come from it).
+func TestConsoleInBrowser(t *testing.T) {
+	chromium(t) // skip early, before starting a node
+	shots := os.Getenv("CONCORD_CONSOLE_SCREENSHOTS")
+	const user, password = "operator", "console-test-secret"
+	pwFile := filepath.Join(t.TempDir(), "console-password")
+	if err := os.WriteFile(pwFile, []byte(password+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	n := startNode(t, nodeOpts{flags: []string{"--console-listen", addr, "--console-password-file", pwFile}})
+	base := "http://" + addr
+	waitConsole(t, base, user, password)
+
+	// Without the password, or with a wrong one: 401 and nothing else.
+	for _, auth := range []string{"", "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":wrong"))} {
+		for _, path := range []string{"/", "/leases", "/api/leases", "/api/events", "/keys?prefix=", "/assets/console.js"} {
+			code, body := get(t, base+path, auth)
+			if code != http.StatusUnauthorized || body != "" {
+				t.Errorf("GET %s with %q: %d, %d bytes; want 401 and nothing", path, auth, code, len(body))
+			}
+		}
+	}
+
+	c := connect(t, n.natsURL)
+	var g struct {
+		ID int64 `json:"id"`
+	}
+	const ttl = 6
+	c.ok(subjects.LeaseGrant, map[string]any{"ttl": ttl, "metadata": map[string]any{"owner": "console-test"}}, &g)
+	granted := time.Now()
+	c.put("console.held", "by the lease", g.ID)
+
+	ctx := browser(t, map[string]any{"Authorization": "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))})
+	// do runs steps, each bounded; on failure it keeps a picture of the page.
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		rctx, cancel := context.WithTimeout(ctx, 40*time.Second)
+		defer cancel()
+		if err := chromedp.Do(rctx, steps...); err != nil {
+			screenshot(t, ctx, "", "failed")
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	text := func(what, selector string) string {
+		t.Helper()
+		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		s, err := chromedp.Run(rctx, chromedp.Text(chromedp.CSS(selector)))
+		if err != nil {
+			screenshot(t, ctx, "", "failed")
+			t.Fatalf("%s: %v", what, err)
+		}
+		return s
+	}
+	count := func(what, selector string) int {
+		t.Helper()
+		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		n, err := chromedp.Run(rctx, chromedp.Evaluate[int](fmt.Sprintf("document.querySelectorAll(%q).length", selector)))
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return n
+	}
+	waitFor := func(what, js string, timeout time.Duration) {
+		t.Helper()
+		do(what, chromedp.Steps(func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+			_, err := chromedp.Poll[bool](js, chromedp.WithPollingTimeout(timeout), chromedp.WithPollingInterval(100*time.Millisecond))(ctx, tg)
+			return chromedp.Void{}, err
+		}))
+	}
+
+	do("overview", chromedp.Navigate(base+"/"))
+	if leader := text("the leader", "#leader"); leader != "n1" {
+		t.Errorf("overview names leader %q, want n1", leader)
+	}
+	screenshot(t, ctx, shots, "overview")
+
+	row := fmt.Sprintf(`tr[data-lease="%d"]`, g.ID)
+	countdown := row + " td.countdown"
+	do("the lease on the leases page", chromedp.Navigate(base+"/leases"), chromedp.WaitVisible(chromedp.CSS(row)))
+	rowText := text("the lease's row", row)
+	for _, want := range []string{strconv.FormatInt(g.ID, 10), `"owner":"console-test"`, "console.held"} {
+		if !strings.Contains(rowText, want) {
+			t.Errorf("the lease's row %q lacks %q", rowText, want)
+		}
+	}
+	first := text("the countdown", countdown)
+	screenshot(t, ctx, shots, "leases")
+	time.Sleep(1500 * time.Millisecond)
+	later := text("the countdown again", countdown)
+	firstS, err1 := strconv.ParseFloat(strings.TrimSuffix(first, " s"), 64)
+	laterS, err2 := strconv.ParseFloat(strings.TrimSuffix(later, " s"), 64)
+	if err1 != nil || err2 != nil || !(laterS < firstS) || firstS > ttl {
+		t.Errorf("countdown went from %q to %q in 1.5 s: want it to fall, from at most %d s", first, later, ttl)
+	}
+	// Gone from the page once expired: the expiry comes no sooner than
+	// the ttl (the page may not drop it before), and the page drops it
+	// within a poll of the expiry.
+	waitFor("the lease leaves the page when it expires", fmt.Sprintf("document.querySelector(%q) === null", row), ttl*time.Second+20*time.Second)
+	if gone := time.Since(granted); gone < ttl*time.Second {
+		t.Errorf("the lease left the page %v after its grant, before its ttl of %d s", gone, ttl)
+	}
+
+	do("the events page", chromedp.Navigate(base+"/events?prefix=console."))
+	waitFor("the event stream opens", "document.getElementById('stream-state').textContent.startsWith('Watching')", 20*time.Second)
+	c.put("console.event", map[string]any{"seen": true}, 0)
+	do("the event appears", chromedp.WaitVisible(chromedp.CSS(`tr[data-key="console.event"]`)))
+	if eventRow := text("the event's row", `tr[data-key="console.event"]`); !strings.Contains(eventRow, "put") || !strings.Contains(eventRow, `{"seen":true}`) {
+		t.Errorf("event row %q: want the put and its value", eventRow)
+	}
+	// The expiry's delete came before the stream opened: not shown.
+	if rows := count("the events", "#events tbody tr"); rows != 1 {
+		t.Errorf("the stream shows %d events, want the 1 made after it opened", rows)
+	}
+	screenshot(t, ctx, shots, "events")
+
+	do("a key's history", chromedp.Navigate(base+"/key?key=console.held"), chromedp.WaitVisible(chromedp.CSS("#history")))
+	if n := count("the history", "#history tbody tr"); n != 2 {
+		t.Errorf("console.held's history shows %d changes, want its put and its delete by the expiry", n)
+	}
+	screenshot(t, ctx, shots, "key")
+	screenshot(t, ctx, "", "last") // on failure only
+}
+
+// waitConsole waits until the console answers.
+func waitConsole(t *testing.T, base, user, password string) {
+	t.Helper()
+	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
+	checkFor(t, 20*time.Second, 100*time.Millisecond, func() error {
+		if code, _ := get(t, base+"/api/leases", auth); code != http.StatusOK {
+			return fmt.Errorf("console answered %d", code)
+		}
+		return nil
+	})
+}
+
+func get(t *testing.T, url, auth string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, string(b)
+}
