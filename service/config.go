@@ -145,6 +145,12 @@ type Config struct {
 	// /metrics, /healthz and /readyz.
 	MetricsListen string
 
+	// WatchStartup, when set, is called once as the node starts, with a
+	// function that says how far its start-up's long step is (restoring
+	// the snapshot, replaying the log), for a terminal to show; it may be
+	// called from any goroutine, at any time.
+	WatchStartup func(progress func() StartupProgress)
+
 	// ConsoleListen, when set, is the address of the read-only operator
 	// console (service/console). ConsoleUser and ConsolePassword, when the
 	// password is set, are the HTTP Basic credentials it requires; a

@@ -141,6 +141,9 @@ func Start(cfg Config) (*Service, error) {
 	s.metrics = metrics.New(metricsSource{s}, s.cfg.MetricsTenants)
 	s.fence = bus.NewFence(bus.FenceHooks{Hold: s.clock.hold, Release: s.clock.release, Gauge: s.metrics.ClusterConflict.Set, Changed: s.signalFence}, names, s.log)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if cfg.WatchStartup != nil {
+		cfg.WatchStartup(s.startupProgress)
+	}
 	if err := s.start(); err != nil {
 		s.Close()
 		return nil, err

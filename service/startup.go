@@ -93,3 +93,31 @@ func (s *Service) describeReplay(applied, target uint64) string {
 	base := min(s.replayFrom, applied)
 	return fmt.Sprintf("replaying log, entry %d of %d", applied-base, target-base)
 }
+
+// StartupProgress is how far the long step of a node's start-up is:
+// restoring its snapshot (Bytes) or applying the log it started with
+// (entries); Step is "" while neither runs.
+type StartupProgress struct {
+	Step        string
+	Done, Total int64
+	Bytes       bool
+}
+
+// startupProgress is what the node's activity says in words, in numbers.
+// The log counts as replayed once every entry it held at start is
+// applied.
+func (s *Service) startupProgress() StartupProgress {
+	if done, total, active := s.restore.Progress(); active {
+		return StartupProgress{Step: "restoring snapshot", Done: done, Total: total, Bytes: true}
+	}
+	if !s.raftStarted.Load() {
+		return StartupProgress{}
+	}
+	applied := s.sm.Applied.Get()
+	target := s.applyTarget(applied, max(s.raft.CommitIndex(), s.lastAtStart))
+	if applied >= target {
+		return StartupProgress{}
+	}
+	base := min(s.replayFrom, applied)
+	return StartupProgress{Step: "replaying log", Done: int64(applied - base), Total: int64(target - base)}
+}

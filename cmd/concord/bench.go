@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -173,6 +174,13 @@ func runBench(args []string) error {
 		var r benchResult
 		var rs []benchResult
 		var notes string
+		// A throughput workload runs for --duration; the others as long
+		// as they take.
+		total := c.duration
+		if slices.Contains([]string{"revoke", "expiry", "get-at-revision", "keepalive-tenants"}, w) {
+			total = -1
+		}
+		p := newTimedProgress(progressOnTerminal(c.jsonOut), w, total)
 		switch w {
 		case "revoke":
 			r, err = b.revoke()
@@ -185,6 +193,7 @@ func runBench(args []string) error {
 		default:
 			r, err = b.throughput(w)
 		}
+		p.Finish()
 		if err != nil {
 			return fmt.Errorf("%s: %w", w, err)
 		}

@@ -157,7 +157,12 @@ func runServe(args []string) error {
 		defer stop()
 		go gcpace.Default.Run(ctx, time.Second)
 	}
+	started := make(chan struct{})
+	if progressOnTerminal(false) {
+		cfg.WatchStartup = func(progressOf func() service.StartupProgress) { go watchStartup(progressOf, started) }
+	}
 	svc, err := service.Start(cfg)
+	close(started)
 	if err != nil {
 		return err
 	}

@@ -155,12 +155,18 @@ func saveBackup(cf *common, cl *client.Client, file string) (_ *backupfile.Heade
 	// goes first, once the leader has described the backup. --timeout
 	// bounds each request, not the whole transfer.
 	bw := bufio.NewWriterSize(f, 1<<20)
+	pw := &progressWriter{w: bw}
+	defer func() { pw.p.Finish() }()
 	var h backupfile.Header
 	writeHeader := func(b *schema.ClusterBackupReply) error {
 		h = backupfile.NewHeader(b)
-		return backupfile.WriteHeader(bw, h)
+		if err := backupfile.WriteHeader(bw, h); err != nil {
+			return err
+		}
+		pw.p = newProgress(progressOnTerminal(cf.json), "saving "+filepath.Base(file), b.Size, unitBytes)
+		return nil
 	}
-	if _, err := cl.Backup(context.Background(), bw, client.OnBackupStarted(writeHeader), client.BackupRequestTimeout(cf.timeout)); err != nil {
+	if _, err := cl.Backup(context.Background(), pw, client.OnBackupStarted(writeHeader), client.BackupRequestTimeout(cf.timeout)); err != nil {
 		return nil, err
 	}
 	if err := bw.Flush(); err != nil {
@@ -248,7 +254,8 @@ func runSnapshotRestore(args []string) error {
 	if *dataDir == "" {
 		return usagef("--data-dir is required")
 	}
-	res, err := backupfile.Restore(pos[0], backupfile.RestoreOptions{DataDir: *dataDir, NodeID: *nodeID, RaftAddr: *raftAddr})
+	res, err := backupfile.Restore(pos[0], backupfile.RestoreOptions{DataDir: *dataDir, NodeID: *nodeID, RaftAddr: *raftAddr,
+		Progress: &passProgress{show: progressOnTerminal(*jsonOut), file: filepath.Base(pos[0])}})
 	if err != nil {
 		return err
 	}

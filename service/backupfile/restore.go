@@ -27,6 +27,39 @@ type RestoreOptions struct {
 	DataDir  string
 	NodeID   string
 	RaftAddr string
+	// Progress, when set, hears how far each pass over the payload is.
+	Progress Progress
+}
+
+// Progress hears the passes a restore makes over a backup's payload
+// (checking its SHA-256, decoding it, writing it into the data
+// directory): Begin with the pass's name and the payload's size, then the
+// bytes read as they go, then End.
+type Progress interface {
+	Begin(pass string, total int64)
+	Add(n int64)
+	End()
+}
+
+// progressReader counts what is read through it on p.
+type progressReader struct {
+	r io.Reader
+	p Progress
+}
+
+func (pr progressReader) Read(b []byte) (int, error) {
+	n, err := pr.r.Read(b)
+	pr.p.Add(int64(n))
+	return n, err
+}
+
+// pass reads r as a pass named pass of total bytes on p, when p is set.
+func pass(p Progress, name string, total int64, r io.Reader) (io.Reader, func()) {
+	if p == nil {
+		return r, func() {}
+	}
+	p.Begin(name, total)
+	return progressReader{r, p}, p.End
 }
 
 // RestoreResult describes a restored data directory.
@@ -76,7 +109,7 @@ func Restore(path string, opts RestoreOptions) (*RestoreResult, error) {
 		return nil, fmt.Errorf("open the backup: %w", err)
 	}
 	defer f.Close()
-	info, at, err := verify(f)
+	info, at, err := verify(f, opts.Progress)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +117,10 @@ func Restore(path string, opts RestoreOptions) (*RestoreResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := seedDataDir(opts, existed, clusterID, io.NewSectionReader(f, at, info.Header.Size), info.Header); err != nil {
+	payload, end := pass(opts.Progress, "writing", info.Header.Size, io.NewSectionReader(f, at, info.Header.Size))
+	err = seedDataDir(opts, existed, clusterID, payload, info.Header)
+	end()
+	if err != nil {
 		return nil, err
 	}
 	return &RestoreResult{Info: *info, DataDir: opts.DataDir, NodeID: opts.NodeID, RaftAddr: opts.RaftAddr, ClusterID: clusterID}, nil

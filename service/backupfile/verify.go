@@ -33,20 +33,22 @@ func Verify(path string) (*Info, error) {
 		return nil, fmt.Errorf("open the backup: %w", err)
 	}
 	defer f.Close()
-	info, _, err := verify(f)
+	info, _, err := verify(f, nil)
 	return info, err
 }
 
 // verify is Verify on an open file; it also returns where the payload
 // starts.
-func verify(f *os.File) (*Info, int64, error) {
+func verify(f *os.File, p Progress) (*Info, int64, error) {
 	br := bufio.NewReaderSize(f, 1<<16)
 	h, version, at, err := readHeader(br)
 	if err != nil {
 		return nil, 0, err
 	}
 	sum := sha256.New()
-	n, err := io.Copy(sum, io.LimitReader(br, h.Size))
+	payload, end := pass(p, "checking", h.Size, io.LimitReader(br, h.Size))
+	n, err := io.Copy(sum, payload)
+	end()
 	if err != nil {
 		return nil, 0, fmt.Errorf("read the backup: %w", err)
 	}
@@ -60,7 +62,10 @@ func verify(f *os.File) (*Info, int64, error) {
 		return nil, 0, fmt.Errorf("%w: the payload's SHA-256 is %s, the header records %s: the file is corrupt", ErrChecksum, got, h.SHA256)
 	}
 	st := fsm.New()
-	if err := st.Restore(io.NewSectionReader(f, at, h.Size)); err != nil {
+	payload, end = pass(p, "decoding", h.Size, io.NewSectionReader(f, at, h.Size))
+	err = st.Restore(payload)
+	end()
+	if err != nil {
 		return nil, 0, fmt.Errorf("%w: the payload does not decode: %w", ErrBadBackup, err)
 	}
 	if st.Revision() != h.Revision {

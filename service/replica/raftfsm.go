@@ -25,6 +25,12 @@ func (p *RestoreProgress) Begin(total int64) {
 
 func (p *RestoreProgress) End() { p.active.Store(false) }
 
+// Progress says how far the restore is: bytes read, of total (-1 when
+// unknown), and whether one runs.
+func (p *RestoreProgress) Progress() (done, total int64, active bool) {
+	return p.done.Load(), p.total.Load(), p.active.Load()
+}
+
 // Describe says how far the restore is, or "" when none runs.
 func (p *RestoreProgress) Describe() string {
 	if !p.active.Load() {
