@@ -17,16 +17,17 @@ import (
 // loadCompose loads deploy/compose.yaml the way `docker compose` does:
 // interpolation, merge keys, the compose JSON schema and the consistency
 // checks (undefined volumes or networks, and so on).
-func loadCompose(t *testing.T) *types.Project {
+// With profiles, the services of those profiles come too.
+func loadCompose(t *testing.T, profiles ...string) *types.Project {
 	t.Helper()
 	dir := filepath.Join(repoRoot, "deploy")
 	p, err := loader.LoadWithContext(context.Background(), types.ConfigDetails{
 		WorkingDir:  dir,
 		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(dir, "compose.yaml")}},
 		Environment: types.Mapping{},
-	})
+	}, loader.WithProfiles(profiles))
 	if err != nil {
-		t.Fatalf("compose.yaml does not load: %v", err)
+		t.Fatalf("compose.yaml (profiles %v) does not load: %v", profiles, err)
 	}
 	return p
 }

@@ -1,7 +1,6 @@
 package check
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/nats-io/nats.go"
 	dto "github.com/prometheus/client_model/go"
@@ -269,14 +267,7 @@ func metricNames(t *testing.T, what, expr string) []string {
 // the repository, and the services' addresses as the configs name them.
 func TestMonitoringCompose(t *testing.T) {
 	dir := filepath.Join(repoRoot, "deploy")
-	p, err := loader.LoadWithContext(context.Background(), types.ConfigDetails{
-		WorkingDir:  dir,
-		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(dir, "compose.yaml")}},
-		Environment: types.Mapping{},
-	}, loader.WithProfiles([]string{"monitoring"}))
-	if err != nil {
-		t.Fatalf("compose.yaml with profile monitoring does not load: %v", err)
-	}
+	p := loadCompose(t, "monitoring")
 	prom, ok := p.Services["prometheus"]
 	if !ok {
 		t.Fatal("no prometheus service in the monitoring profile")
