@@ -28,9 +28,10 @@ type refusalHold struct {
 	max    int
 	answer func(heldRefusal)
 
-	mu   sync.Mutex
-	held refusalHeap
-	wake chan struct{} // a request was held, maybe before the next due
+	mu     sync.Mutex
+	held   refusalHeap
+	closed bool          // run has returned: nothing more is held
+	wake   chan struct{} // a request was held, maybe before the next due
 }
 
 // heldRefusal is a request refused without being served: its endpoint,
@@ -60,7 +61,7 @@ func (h *refusalHold) hold(r heldRefusal, now, deadline time.Time) bool {
 		return false
 	}
 	h.mu.Lock()
-	if len(h.held) >= h.max {
+	if h.closed || len(h.held) >= h.max {
 		h.mu.Unlock()
 		return false
 	}
@@ -103,7 +104,7 @@ func (h *refusalHold) run(ctx context.Context) {
 		case <-ctx.Done():
 			h.mu.Lock()
 			rest := h.held
-			h.held = nil
+			h.held, h.closed = nil, true
 			h.mu.Unlock()
 			for _, r := range rest {
 				h.answer(r)

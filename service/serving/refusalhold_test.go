@@ -79,7 +79,7 @@ func TestRefusalHold(t *testing.T) {
 }
 
 // When the server's context ends, held refusals are answered at once
-// rather than left without a reply.
+// rather than left without a reply, and later ones are not held.
 func TestRefusalHoldAnswersAtEnd(t *testing.T) {
 	answered := make(chan string, 2)
 	h := newRefusalHold(time.Hour, 10, func(r heldRefusal) { answered <- r.m.Reply })
@@ -100,5 +100,8 @@ func TestRefusalHoldAnswersAtEnd(t *testing.T) {
 	}
 	if len(answered) != 2 {
 		t.Fatalf("answered %d of 2 held refusals at the end", len(answered))
+	}
+	if h.hold(heldRefusal{m: &nats.Msg{Reply: "late"}}, time.Now(), time.Time{}) {
+		t.Fatal("a refusal was held after the end, with nothing left to answer it")
 	}
 }
