@@ -20,6 +20,7 @@ import (
 // every read at a past revision, every key's history and the change log
 // with byte-identical bodies, and reads below the floor with the same 410.
 func TestBackupCarriesHistory(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	lease := c.grant(600)

@@ -239,6 +239,7 @@ func checkRestored(t *testing.T, c *client, b backupFile, started time.Time) {
 // TestBackupWriteGolden writes goldenBackup; it runs only with
 // CONCORD_WRITE_GOLDEN=1 and never overwrites the file.
 func TestBackupWriteGolden(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("CONCORD_WRITE_GOLDEN") != "1" {
 		t.Skip("set CONCORD_WRITE_GOLDEN=1 to write " + goldenBackup)
 	}
@@ -297,6 +298,7 @@ const goldenTxn = `{"compare":[{"key":"locks.build","target":"create_revision","
 // A backup file of the first version restores, through the real binary, to
 // exactly the state it was taken of.
 func TestBackupGoldenRestore(t *testing.T) {
+	t.Parallel()
 	b := readBackupFile(t, goldenBackup)
 	if b.magic != "concord-backup v1" || b.header.Format != "concord.fsm" || b.header.FormatVersion != 3 || b.header.Revision != 12 {
 		t.Fatalf("golden file %q %+v", b.magic, b.header)
@@ -412,6 +414,7 @@ func TestBackupGoldenRestore(t *testing.T) {
 // that state, with the remaining time of every lease, the change log, the
 // idempotency cache and the lease id counter.
 func TestBackupClusterUnderWrites(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	nc := c.conn()
 	names, _ := subjects.New(subjects.DefaultPrefix)
@@ -645,6 +648,7 @@ func TestBackupClusterUnderWrites(t *testing.T) {
 // directory that is not empty, a chunk of an unknown backup, and a save
 // with no cluster to ask.
 func TestBackupSnapshotErrors(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	id := c.grant(600)
@@ -762,6 +766,7 @@ func TestBackupSnapshotErrors(t *testing.T) {
 // the header, and the payload is the fsm snapshot (in this golden file,
 // version 3: JSON lines).
 func TestBackupFileLayout(t *testing.T) {
+	t.Parallel()
 	f, err := os.Open(goldenBackup)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 // Every kind of bad input gets its error reply, changes nothing, and leaves
 // the service answering.
 func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	lease := c.grant(60)

@@ -73,6 +73,7 @@ func benchNear(a, b float64) bool { return math.Abs(a-b) <= 1e-6*math.Max(math.A
 // are for people; the asserts check that each workload did what its name
 // says.
 func TestBenchSmoke(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	const batch = 10
 	got := runBenchJSON(t, "--url", n.natsURL, "--duration", "300ms", "--clients", "2", "--keepalive-batch", strconv.Itoa(batch),
@@ -119,6 +120,7 @@ func TestBenchSmoke(t *testing.T) {
 // The table names each workload it ran; bad flags and unknown workloads
 // fail with a message before anything is sent.
 func TestBenchSmokeTableAndUsage(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	out, err := newProc(t, time.Minute, binPath, "bench", "--url", n.natsURL, "--duration", "100ms", "--clients", "1",
 		"--keepalive-batch", "3", "keepalive-batch", "get-serializable").combinedOutput()
@@ -172,6 +174,7 @@ func TestBenchSmokeTableAndUsage(t *testing.T) {
 // connection picks one of them, and requests reach the leader over the
 // NATS routes.
 func TestBenchSmokeCluster(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	got := runBenchJSON(t, "--url", strings.Join(c.urls, ","), "--duration", "300ms", "--clients", "3",
 		"--keepalive-batch", "5", "keepalive", "keepalive-batch", "get", "get-serializable")
@@ -194,6 +197,7 @@ func TestBenchSmokeCluster(t *testing.T) {
 // before the present, every key of the page changed after it, and the
 // ratios are those of the figures printed beside them.
 func TestBenchSmokeGetAtRevision(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	got := runBenchJSON(t, "--url", n.natsURL, "--duration", "400ms", "--clients", "2",
 		"--rev-keys", "300", "--rev-writes", "120", "--rev-back", "50", "--rev-page", "20", "--rev-rounds", "2", "get-at-revision")
@@ -238,6 +242,7 @@ func TestBenchSmokeGetAtRevision(t *testing.T) {
 // keepalive-tenants renews every lease of every tenant, each request one
 // tenant's: afterwards each tenant holds its own leases and no other's.
 func TestBenchSmokeKeepAliveTenants(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	got := runBenchJSON(t, "--url", n.natsURL, "--duration", "300ms", "--clients", "2", "--keepalive-batch", "4",
 		"--tenants", "3", "--tenant-leases", "10", "keepalive-tenants")

@@ -257,7 +257,9 @@ func TestTwoClustersJoinedByARouteStopAnswering(t *testing.T) {
 	ca.put("only.a", "a", 0)
 	cb.put("only.b", "b", 0)
 	idA, idB := readClusterID(t, a), readClusterID(t, b)
-	const ttl = 15
+	// Long enough for the conflict to be seen (within about one
+	// --bus-check-interval of 500 ms) well before it would expire.
+	const ttl = 8
 	lease := ca.grant(ttl)
 	ca.put("leased.a", 1, lease)
 	granted := time.Now()

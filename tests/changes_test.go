@@ -39,6 +39,7 @@ func (c *client) readChanges(req map[string]any, limit int) ([]schema.Event, sch
 // a key or a prefix, and pages through a revision with more events than
 // one reply holds without repeating or skipping any.
 func TestChangeLog(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	w := c.watch("concord.watch.cl.>")
@@ -78,6 +79,7 @@ func TestChangeLog(t *testing.T) {
 // The history keeps --history-revisions revisions; a change-log read from
 // below its floor gets 410 compacted with the floor in the description.
 func TestChangeLogCompaction(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{flags: []string{"--history-revisions", "10"}})
 	c := connect(t, n.natsURL)
 	for i := 0; i < 30; i++ {
@@ -95,6 +97,7 @@ func TestChangeLogCompaction(t *testing.T) {
 
 // One keepalive_many renews many leases and lists the ones that are gone.
 func TestKeepAliveMany(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	a, b := c.grant(5), c.grant(30)

@@ -237,6 +237,7 @@ func writeContext(t *testing.T, xdg, name string, settings map[string]string) {
 // environment variables, nats contexts and which of them wins, refused
 // credentials, and the usage errors of the credential flags.
 func TestCLIUserPasswordAndNkey(t *testing.T) {
+	t.Parallel()
 	appPassword, nodePassword := "app-"+nuid.Next(), "node-"+nuid.Next()
 	dir := t.TempDir()
 	seedFile, nkeyPub := nkeySeed(t, filepath.Join(dir, "app.nk"))
@@ -312,6 +313,7 @@ func TestCLIUserPasswordAndNkey(t *testing.T) {
 // spellings, the environment variables and a nats context; and the
 // errors without each.
 func TestCLITLSAndToken(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := newPKI(t, dir, "nats")
 	serverCert, serverKey := ca.issue(t, "server")
@@ -426,6 +428,7 @@ func operatorSetup(t *testing.T, dir string) (conf, nodeCreds, appCreds string) 
 // NATS in operator mode: every command with --creds, $NATS_CREDS and a
 // context's creds, and the errors of missing and malformed files.
 func TestCLICreds(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	conf, nodeCreds, appCreds := operatorSetup(t, dir)
 	n := startAuthNode(t, conf, []string{"--nats-creds", nodeCreds}, "nats", nats.UserCredentials(appCreds))
@@ -460,6 +463,7 @@ func TestCLICreds(t *testing.T) {
 // subscription (watch), and refused replies (the inbox); the --timeout of
 // a minute is never waited out.
 func TestCLIPermissionDenied(t *testing.T) {
+	t.Parallel()
 	nodePassword, pw := "node-"+nuid.Next(), "pw-"+nuid.Next()
 	body := authorization([]string{"NODE", "APP", "NOPUT", "NOINBOX"},
 		fmt.Sprintf("{ user: node, password: %q, permissions: $NODE }", nodePassword),

@@ -227,6 +227,7 @@ func (b *bgCLI) exited() bool {
 }
 
 func TestCLILeaseCommands(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := newCLI(t, n.natsURL)
 
@@ -335,6 +336,7 @@ func TestCLILeaseCommands(t *testing.T) {
 }
 
 func TestCLIKVCommands(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := newCLI(t, n.natsURL)
 	c.ok("lease", "grant", "60")
@@ -456,6 +458,7 @@ func TestCLIKVCommands(t *testing.T) {
 // kv put takes a value too long for an argument ("Argument list too
 // long" above 128 KiB on Linux) from stdin ("-") or from --file.
 func TestCLIKVPutFromStdinAndFile(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := newCLI(t, n.natsURL)
 	dir := t.TempDir()
@@ -539,6 +542,7 @@ func TestCLIKVPutFromStdinAndFile(t *testing.T) {
 // The connection and output flags work before the command, between a
 // group and its subcommand, and after the arguments.
 func TestCLIGlobalFlags(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	dead := fmt.Sprintf("nats://127.0.0.1:%d", freeport.Port(t))
 	c := newCLI(t, dead) // so that only --server reaches the node
@@ -576,6 +580,7 @@ func TestCLIGlobalFlags(t *testing.T) {
 
 // Every command's -h: the connection flags, and no doubled defaults.
 func TestCLIHelp(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t, "")
 	doubled := regexp.MustCompile(`\(default[^)]*\).*\(default`)
 	for _, cmd := range [][]string{{"lease", "grant"}, {"lease", "keepalive"}, {"lease", "revoke"}, {"lease", "info"}, {"lease", "list"},
@@ -612,6 +617,7 @@ func TestCLIHelp(t *testing.T) {
 }
 
 func TestCLIConnection(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	dead := fmt.Sprintf("nats://127.0.0.1:%d", freeport.Port(t))
 
@@ -674,6 +680,7 @@ func TestCLIConnection(t *testing.T) {
 }
 
 func TestCLIWatch(t *testing.T) {
+	t.Parallel()
 	// The old flag name still works.
 	n := startNode(t, nodeOpts{flags: []string{"--changes-max", "8"}})
 	c := newCLI(t, n.natsURL)
@@ -749,6 +756,7 @@ type lockNotice struct {
 }
 
 func TestCLILock(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := newCLI(t, n.natsURL)
 
@@ -839,6 +847,7 @@ func TestCLILock(t *testing.T) {
 }
 
 func TestCLIElect(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := newCLI(t, n.natsURL)
 

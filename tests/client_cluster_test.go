@@ -27,6 +27,7 @@ func clusterClient(t *testing.T, urls ...string) *cc.Client {
 // A session's keys survive a kill -9 of the leader, and the session never
 // believes it lost its lease.
 func TestSessionSurvivesLeaderKill(t *testing.T) {
+	t.Parallel()
 	cl := startCluster(t, 3)
 	c := clusterClient(t, cl.urls...)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -66,6 +67,7 @@ func TestSessionSurvivesLeaderKill(t *testing.T) {
 // R, in order, across a kill -9 of the server the watcher is connected to
 // and, later, of the leader.
 func TestWatchMatchesChangeLogAcrossFailures(t *testing.T) {
+	t.Parallel()
 	cl := startCluster(t, 3)
 	writer := clusterClient(t, cl.urls...)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -165,9 +167,10 @@ func TestWatchMatchesChangeLogAcrossFailures(t *testing.T) {
 	t.Logf("%d events matched across two kills", len(want))
 }
 
-// 16 goroutines in 4 processes contend for one lock for 30 s: never two
+// 16 goroutines in 4 processes contend for one lock for 10 s: never two
 // holders at once, fencing tokens only grow, and every waiter gets in.
 func TestMutexContentionAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	cl := startCluster(t, 3)
 	worker := buildLockworker(t)
 	var wg sync.WaitGroup
@@ -177,7 +180,7 @@ func TestMutexContentionAcrossProcesses(t *testing.T) {
 		go func(p int) {
 			defer wg.Done()
 			out, err := newProc(t, 3*time.Minute, worker, "-url", strings.Join(cl.urls, ","), "-name", "locks.contended",
-				"-workers", "4", "-duration", "30s", "-ttl", "5s").combinedOutput()
+				"-workers", "4", "-duration", "10s", "-ttl", "5s").combinedOutput()
 			results[p] = string(out)
 			if err != nil {
 				t.Errorf("worker %d: %v\n%s", p, err, out)
@@ -224,6 +227,7 @@ func buildLockworker(t *testing.T) string {
 // Killing the holder's process frees the lock within its ttl plus the
 // expiry bound.
 func TestKilledHolderFreesLock(t *testing.T) {
+	t.Parallel()
 	cl := startCluster(t, 3)
 	worker := buildLockworker(t)
 	holder := newProc(t, 0, worker, "-url", strings.Join(cl.urls, ","), "-name", "locks.held", "-hold", "-ttl", "2s")
@@ -265,6 +269,7 @@ func TestKilledHolderFreesLock(t *testing.T) {
 // The leader's session ends: exactly one of the other candidates takes
 // over, and an observer sees the hand-over.
 func TestElectionHandsOver(t *testing.T) {
+	t.Parallel()
 	cl := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -84,6 +84,7 @@ func argAfter(args []string, flag string) string {
 // linearizable), kept-alive leases survive, abandoned ones expire within
 // the failover bound and never before their ttl.
 func TestLeaderKillUnderLoad(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	nc := c.conn()
 	w := startWorkload(t, c, 4)
@@ -110,6 +111,7 @@ func TestLeaderKillUnderLoad(t *testing.T) {
 // A follower that misses more than the trailing log catches up by
 // snapshot install and ends with the leader's exact state.
 func TestFollowerCatchesUpBySnapshot(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, "--snapshot-threshold", "500", "--snapshot-interval", "200ms", "--trailing-logs", "100")
 	nc := c.conn()
 	leader := c.leaderIndex(nc)
@@ -208,6 +210,7 @@ func putManyCluster(t *testing.T, c *cluster, prefix string, n int) {
 // A member is removed, the cluster goes on with two, and the node comes
 // back by asking to join again.
 func TestRemoveAndReAddMember(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	nc := c.conn()
 	leader := c.leaderIndex(nc)
@@ -242,6 +245,7 @@ func TestRemoveAndReAddMember(t *testing.T) {
 // Every node restarts in turn under load: no acknowledged write is lost
 // and the history stays linearizable.
 func TestRollingRestartUnderLoad(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	w := startWorkload(t, c, 3)
 	time.Sleep(2 * time.Second)
@@ -261,6 +265,7 @@ func TestRollingRestartUnderLoad(t *testing.T) {
 // majority elects a new leader and goes on, the old leader stops leading
 // (and so stops answering), and after healing the cluster converges.
 func TestPartitionedLeaderStepsDown(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	nc := c.conn()
 	w := startWorkload(t, c, 3)
@@ -296,6 +301,7 @@ func TestPartitionedLeaderStepsDown(t *testing.T) {
 // Three nodes on one external NATS server with user/password auth: no
 // embedded servers, the same cluster behaviour.
 func TestClusterOnExternalNATS(t *testing.T) {
+	t.Parallel()
 	ns := startNATSServer(t, &server.Options{Username: "concord", Password: "s3cret"})
 	url := ns.ClientURL()
 	var nodes []*node
@@ -336,6 +342,7 @@ func TestClusterOnExternalNATS(t *testing.T) {
 // proposes every command alone until that member is back and has said so.
 // Under load throughout, the replicas end byte-identical.
 func TestBatchEntriesWaitForEveryMember(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, "--bus-check-interval", "200ms")
 	nc := c.conn()
 	batching := func(i int) float64 { return scrapeMetrics(t, c.metricsAddrs[i]).value("concord_raft_batch_entries") }

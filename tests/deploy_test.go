@@ -127,6 +127,7 @@ func systemdAnalyze(t *testing.T) string {
 // exits 0 even for an unknown key and only prints a warning, so any output
 // at all fails the test.
 func TestDeploySystemdVerify(t *testing.T) {
+	t.Parallel()
 	sa := systemdAnalyze(t)
 	_, path := unitWithBinary(t)
 	out, err := newProc(t, time.Minute, sa, "verify", "--man=no", path).combinedOutput()
@@ -140,6 +141,7 @@ func TestDeploySystemdVerify(t *testing.T) {
 // most 1.5 of 10 (it is 1.1; without the system call filter, ProtectSystem
 // and PrivateDevices it is 2.9).
 func TestDeploySystemdHardening(t *testing.T) {
+	t.Parallel()
 	u := parseUnit(t, unitPath)
 	want := map[string]string{
 		"StateDirectory":          "concord",
@@ -253,6 +255,7 @@ func readEnvFile(t *testing.T, path string, env map[string]string) {
 // ready on its metrics address, and exit 0 on the unit's KillSignal, so
 // that Restart=on-failure leaves a stopped service stopped.
 func TestDeploySystemdExecStart(t *testing.T) {
+	t.Parallel()
 	u := parseUnit(t, unitPath)
 	env := map[string]string{}
 	for _, e := range u["Service"]["Environment"] {
@@ -330,6 +333,7 @@ func TestDeploySystemdExecStart(t *testing.T) {
 // ordinal 0, --join on the others, appended to the arguments it got, and a
 // refusal (exit 2, nothing executed) for what it cannot decide.
 func TestDeployPodstart(t *testing.T) {
+	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "podstart")
 	if out, err := newProc(t, 0, "go", "build", "-o", bin, "../deploy/podstart").combinedOutput(); err != nil {
 		t.Fatalf("build podstart: %v\n%s", err, out)

@@ -98,6 +98,7 @@ func runHistoryBench(t *testing.T, rounds int, args ...string) (*ebHistoryReport
 // really kept one revision of history while the first kept all of it, and
 // the table says so.
 func TestEtcdbenchHistorySmoke(t *testing.T) {
+	t.Parallel()
 	rep, out := runHistoryBench(t, 2)
 	a, b := rep.Servers[0], rep.Servers[1]
 	if a.Name != "default" || len(a.Args) != 0 || b.Name != "minimal" || !slices.Equal(b.Args, []string{"--history-revisions", "1"}) {
@@ -122,6 +123,7 @@ func TestEtcdbenchHistorySmoke(t *testing.T) {
 // --baseline runs another binary, with its default flags, as the second
 // server (here the same build, for the test's sake).
 func TestEtcdbenchHistoryBaseline(t *testing.T) {
+	t.Parallel()
 	rep, out := runHistoryBench(t, 1, "--baseline", binPath)
 	if b := rep.Servers[1]; b.Name != "baseline" || len(b.Args) != 0 || b.CompactRevision != 0 {
 		t.Errorf("second server: %s %v, floor %d", b.Name, b.Args, b.CompactRevision)
@@ -133,6 +135,7 @@ func TestEtcdbenchHistoryBaseline(t *testing.T) {
 
 // Bad flags stop it before any server starts.
 func TestEtcdbenchHistoryRefuses(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string

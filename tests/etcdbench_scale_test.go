@@ -49,6 +49,7 @@ type ebScaleResult struct {
 // table is printed, and nothing is left running. The full-size run is a
 // benchmark, outside make test.
 func TestEtcdbenchScaleSmokeConcordOnly(t *testing.T) {
+	t.Parallel()
 	jsonFile := filepath.Join(t.TempDir(), "scale.json")
 	r := startEtcdbench(t, "scale", "--concord", binPath, "--only-concord", "--json-file", jsonFile,
 		"--keys", "600", "--read-keys", "250", "--page-limit", "100", "--clients", "2", "--inflight", "2", "--count-tries", "2",
@@ -163,6 +164,7 @@ func TestEtcdbenchScaleSmokeConcordOnly(t *testing.T) {
 
 // Bad scale flags stop it before any server starts.
 func TestEtcdbenchScaleRefuses(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string

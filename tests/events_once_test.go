@@ -28,6 +28,7 @@ const eventPromptness = 5 * time.Second
 // publish the replayed changes again. The node serves through an external
 // NATS server, where held-back events were seen.
 func TestEventsOnceAcrossRestarts(t *testing.T) {
+	t.Parallel()
 	ns := startNATSServer(t, &server.Options{})
 	// A snapshot threshold above the log's length: every restart replays
 	// all of it.
@@ -132,6 +133,7 @@ func changedRevisions(c *client, prefix string) map[int64]bool {
 // new leader publishes only its own term's entries, never the older ones
 // it applies, and a gap that leaves is in the change log.
 func TestEventsOnceAcrossFailovers(t *testing.T) {
+	t.Parallel()
 	cl := startCluster(t, 3)
 	subs := []*watcher{}
 	for i := 0; i < 2; i++ {

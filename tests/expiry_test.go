@@ -19,6 +19,7 @@ import (
 const lateMargin = 2 * time.Second
 
 func TestExpiryNeverEarlyAndWithinBound(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	w := c.watch("concord.watch.exp.>")
@@ -64,6 +65,7 @@ func TestExpiryNeverEarlyAndWithinBound(t *testing.T) {
 }
 
 func TestKeepAliveHoldsTheLease(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	w := c.watch("concord.watch.held.>")
@@ -98,6 +100,7 @@ func TestKeepAliveHoldsTheLease(t *testing.T) {
 // Keep-alives sent close to the deadline race the expiry tick; whichever
 // lands first in the log wins, and an acknowledged keep-alive must win.
 func TestKeepAliveRacingExpiry(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{flags: []string{"--tick", "50ms"}})
 	c := connect(t, n.natsURL)
 	w := c.watch("concord.watch.race.>")
@@ -158,6 +161,7 @@ func TestKeepAliveRacingExpiry(t *testing.T) {
 }
 
 func TestTTLPutExpires(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	w := c.watch("concord.watch.sess.>")

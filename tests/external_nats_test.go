@@ -9,6 +9,7 @@ import (
 
 // With --nats-url the node embeds no server and serves through the given one.
 func TestExternalNATS(t *testing.T) {
+	t.Parallel()
 	ns := startNATSServer(t, &server.Options{})
 
 	startNode(t, nodeOpts{natsURL: ns.ClientURL()})

@@ -55,6 +55,7 @@ func kvLines(kvs []schema.KeyValue) []string {
 // at that revision is the same snapshot page after page while keys are
 // written, deleted, created inside the prefix and expired between pages.
 func TestPastReadsAreSnapshots(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 
@@ -204,6 +205,7 @@ func TestPastReadsAreSnapshots(t *testing.T) {
 // either way round, in a window, page by page without splitting a
 // revision; bad requests refused.
 func TestPastKeyHistory(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	const key = "kh.k"
@@ -338,6 +340,7 @@ func TestPastKeyHistory(t *testing.T) {
 // floor and above still work, compacting again or lower changes nothing,
 // and the present state is untouched.
 func TestPastCompaction(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	var revs []int64
@@ -438,6 +441,7 @@ func TestPastCompaction(t *testing.T) {
 // The CLI: kv get --rev, kv history and kv compact print what they should
 // and exit with the documented codes.
 func TestPastCLI(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	cl := newCLI(t, n.natsURL)
 	cl.ok("kv", "put", "cli.a", "1")                // 1
@@ -554,6 +558,7 @@ func TestPastCLI(t *testing.T) {
 // answered by the leader; the leader is killed (kill -9); the new leader
 // answers the same requests with byte-identical bodies.
 func TestPastReadsAfterFailover(t *testing.T) {
+	t.Parallel()
 	cl := startCluster(t, 3)
 	nc := cl.conn()
 	do := func(subject string, body any) []byte {

@@ -51,6 +51,7 @@ func eventKeys(es []schema.Event) []string {
 // take it, get also at a past revision and page by page; without
 // range_end it runs to the end of the keyspace.
 func TestRangeGetDeleteChanges(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	for i, k := range []string{"sv.x", "svc", "svc.a", "svc.b.c", "svc.d", "svcx.a", "svd"} {
@@ -232,6 +233,7 @@ func TestRangeGetDeleteChanges(t *testing.T) {
 // and a transaction's get; a transaction's put carries them too; a put
 // without them clears them; bad ones are refused and change nothing.
 func TestContentTypeAndMetadataRoundTrip(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	const key = "ct.k"
@@ -384,6 +386,7 @@ func mustMarshal(t *testing.T, v any) []byte {
 // --content-type and --metadata, what kv get, kv history and --json
 // print, and the exit codes.
 func TestRangeAndContentTypeCLI(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	cl := newCLI(t, n.natsURL)
 	for _, k := range []string{"svc.a", "svc.b", "svcx.a", "svd"} {

@@ -10,6 +10,7 @@ import (
 )
 
 func TestPutGetDeleteRevisions(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 
@@ -58,6 +59,7 @@ func TestPutGetDeleteRevisions(t *testing.T) {
 }
 
 func TestPrefixReads(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	for i := 0; i < 25; i++ {
@@ -103,6 +105,7 @@ func TestPrefixReads(t *testing.T) {
 }
 
 func TestLargeReadIsSplitBelowMaxPayload(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	big := strings.Repeat("x", 600<<10)
@@ -130,6 +133,7 @@ func TestLargeReadIsSplitBelowMaxPayload(t *testing.T) {
 }
 
 func TestValueSizeLimit(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	// A 1 MiB value (compact JSON) is accepted.
@@ -150,6 +154,7 @@ func TestValueSizeLimit(t *testing.T) {
 }
 
 func TestLeaseAttachmentRules(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	a, b := c.grant(60), c.grant(60)

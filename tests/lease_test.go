@@ -10,6 +10,7 @@ import (
 )
 
 func TestLeaseLifecycle(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 
@@ -69,6 +70,7 @@ func TestLeaseLifecycle(t *testing.T) {
 }
 
 func TestLeaseGrantWithRequestedID(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	var g schema.LeaseGrantReply
@@ -87,6 +89,7 @@ func TestLeaseGrantWithRequestedID(t *testing.T) {
 }
 
 func TestLeaseList(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	for i := 0; i < 5; i++ {
@@ -120,6 +123,7 @@ func TestLeaseList(t *testing.T) {
 }
 
 func TestLeaseLimits(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{flags: []string{"--max-leases", "3", "--max-keys-per-lease", "2", "--max-metadata-bytes", "64"}})
 	c := connect(t, n.natsURL)
 	a := c.grant(60)
@@ -149,6 +153,7 @@ func TestLeaseLimits(t *testing.T) {
 }
 
 func TestKeepAliveOfAnonymousLeaseIsRefused(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	c.ok(subjects.KVPut, `{"key":"s.1","value":1,"ttl":30}`, nil)
@@ -169,6 +174,7 @@ func TestKeepAliveOfAnonymousLeaseIsRefused(t *testing.T) {
 }
 
 func TestMetadataRoundTrips(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	var g schema.LeaseGrantReply

@@ -56,6 +56,7 @@ func writeUntil(ctx context.Context, nc *nats.Conn, prefix string, workers int) 
 // and still return every key, in order, as it stood; with
 // --listing-share 1 they never pause.
 func TestListingsGiveWayToWrites(t *testing.T) {
+	t.Parallel()
 	const keys = 3000
 	for _, c := range []struct {
 		name   string

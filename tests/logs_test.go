@@ -41,6 +41,7 @@ func logLines(t *testing.T, path string) []map[string]any {
 // With --log-format json every line, Raft's and NATS's included, is one
 // JSON object, and serving requests at info level adds no lines.
 func TestLogFormatJSON(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{flags: []string{"--log-format", "json", "--log-level", "info"}})
 	c := connect(t, n.natsURL)
 	c.grant(10) // the node is serving
@@ -70,6 +71,7 @@ func TestLogFormatJSON(t *testing.T) {
 }
 
 func TestLogFormatRefusesUnknown(t *testing.T) {
+	t.Parallel()
 	out, err := newProc(t, time.Minute, binPath, "serve", "--log-format", "xml", "--data-dir", t.TempDir()).combinedOutput()
 	if err == nil || !strings.Contains(string(out), "--log-format") {
 		t.Fatalf("concord serve --log-format xml: %v\n%s", err, out)

@@ -101,6 +101,7 @@ func httpStatus(addr, path string) (int, string, error) {
 // A scripted workload moves every lease and request counter by exactly
 // what it did, and the gauges show the state it left.
 func TestMetricsCountTheWorkload(t *testing.T) {
+	t.Parallel()
 	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	n := startNode(t, nodeOpts{flags: []string{"--metrics-listen", addr, "--tick", "100ms"}})
 	c := connect(t, n.natsURL)
@@ -282,6 +283,7 @@ func TestMetricsCountTheWorkload(t *testing.T) {
 
 // A snapshot records its duration and size.
 func TestMetricsSnapshot(t *testing.T) {
+	t.Parallel()
 	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	n := startNode(t, nodeOpts{flags: []string{"--metrics-listen", addr}})
 	c := connect(t, n.natsURL)
@@ -309,6 +311,7 @@ func TestMetricsSnapshot(t *testing.T) {
 // /readyz answers 503 while a cluster has no leader and 200 again once a
 // new one is elected; the survivors count the change of leader.
 func TestReadyzFlipsDuringElection(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	nc := c.conn()
 	defer nc.Close()

@@ -71,6 +71,7 @@ func microStats(t *testing.T, url string) (map[subjects.Endpoint]*micro.Endpoint
 // version, every request endpoint with its subject and the ids of its JSON
 // Schemas, and `nats micro stats` counts requests and error replies.
 func TestMicroDiscovery(t *testing.T) {
+	t.Parallel()
 	natsCLI(t)
 	out, err := newProc(t, 30*time.Second, binPath, "version").output()
 	if err != nil {
@@ -186,6 +187,7 @@ func TestMicroDiscovery(t *testing.T) {
 // Only the leader registers the service: one instance, the leader's; after
 // the leader dies, the new leader's instance replaces it.
 func TestMicroClusterLeaderOnly(t *testing.T) {
+	t.Parallel()
 	natsCLI(t)
 	c := startCluster(t, 3)
 	nc := c.conn()

@@ -38,6 +38,7 @@ type v1Expect struct {
 // compacted log whose first index is past 1, with entries after the
 // snapshot.
 func TestWriteV1DataDir(t *testing.T) {
+	t.Parallel()
 	old := os.Getenv("CONCORD_WRITE_V1_DATADIR")
 	if old == "" {
 		t.Skip("set CONCORD_WRITE_V1_DATADIR to a binary of the release before the WAL to rewrite the test data")
@@ -101,6 +102,7 @@ func TestWriteV1DataDir(t *testing.T) {
 // survive; each lease keeps the time it had left (never less, at most a
 // tick more), as after any restart.
 func TestMigratesV1DataDir(t *testing.T) {
+	t.Parallel()
 	var want v1Expect
 	b, err := os.ReadFile(v1State)
 	if err != nil {

@@ -45,6 +45,7 @@ func (n *node) pause(stop bool) {
 // writes were applied seconds later, after the clients had been told
 // "unavailable".
 func TestPausedNodeDoesNotApplyAbandonedWrites(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c, err := cc.Connect(cc.URL(n.natsURL), cc.AttemptTimeout(300*time.Millisecond))
 	if err != nil {
@@ -113,6 +114,7 @@ func TestPausedNodeDoesNotApplyAbandonedWrites(t *testing.T) {
 // "nothing was changed"; a malformed deadline is a 400 that names the
 // header; a deadline ahead is served.
 func TestDeadlineHeaderOnTheWire(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	send := func(ep subjects.Endpoint, body, deadline string) *nats.Msg {

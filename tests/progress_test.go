@@ -35,6 +35,7 @@ func onTerminal(t *testing.T, args ...string) string {
 // its output goes to a pipe or is JSON: snapshot save, snapshot restore
 // and bench.
 func TestProgressOnTerminalOnly(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	// Enough state for a backup of more than one chunk.

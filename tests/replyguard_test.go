@@ -89,6 +89,7 @@ func settledCount(t *testing.T, count func() int, want int) int {
 // counted by reason. Every request subject is tried, the per-node ones
 // included.
 func TestStrayReplySubjectsAreRefused(t *testing.T) {
+	t.Parallel()
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	n := startNode(t, nodeOpts{flags: []string{"--metrics-listen", metricsAddr}})
 	c := connect(t, n.natsURL)

@@ -17,6 +17,7 @@ import (
 // the last applied command: it is neither reset to its full ttl nor expired
 // early, and its keys, the revision and the lease-id counter survive.
 func TestKillAndRestartKeepsLeases(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	sent := time.Now()
@@ -69,6 +70,7 @@ func TestKillAndRestartKeepsLeases(t *testing.T) {
 
 // A node restarted from snapshot + log has identical state.
 func TestRestartFromSnapshotAndLog(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{flags: []string{"--snapshot-threshold", "300", "--snapshot-interval", "200ms", "--trailing-logs", "50"}})
 	c := connect(t, n.natsURL)
 	lease := c.grant(600)
@@ -123,6 +125,7 @@ func TestRestartFromSnapshotAndLog(t *testing.T) {
 }
 
 func TestGracefulStopAndRestart(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	c.put("keep.me", 1, 0)
@@ -135,6 +138,7 @@ func TestGracefulStopAndRestart(t *testing.T) {
 }
 
 func TestDataDirBelongsToOneNode(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	n.stop()
 	args := append([]string(nil), n.args...)

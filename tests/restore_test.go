@@ -207,6 +207,7 @@ func checkAcked(t *testing.T, c *client, acked map[string]int) {
 // waits and then succeeds, and one whose deadline passes says why. A
 // second kill -9, in the middle of the restore, loses nothing.
 func TestRestartIsNeverSilent(t *testing.T) {
+	t.Parallel()
 	pause := filepath.Join(t.TempDir(), "pause.json")
 	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 	n := startNode(t, nodeOpts{flags: []string{"--metrics-listen", addr, "--test-pause-file", pause}})
@@ -361,6 +362,7 @@ func firstKeys(m map[string]string, n int) []string {
 // the node starts from the previous snapshot and its log, every
 // acknowledged put is there, and the half-written snapshot is gone.
 func TestKillDuringSnapshotWrite(t *testing.T) {
+	t.Parallel()
 	pause := filepath.Join(t.TempDir(), "pause.json")
 	n := startNode(t, nodeOpts{flags: []string{"--snapshot-threshold", "300", "--snapshot-interval", "100ms", "--trailing-logs", "100", "--test-pause-file", pause}})
 	c := connect(t, n.natsURL)
@@ -411,6 +413,7 @@ func TestKillDuringSnapshotWrite(t *testing.T) {
 // The leader's `concord status` shows what the member is doing, and the
 // member catches up once released.
 func TestRestartingMemberTakesNoRequests(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, "--snapshot-threshold", "300", "--snapshot-interval", "100ms", "--trailing-logs", "100")
 	nc := c.conn()
 	leader := c.leaderIndex(nc)

@@ -182,6 +182,7 @@ func checkMigrated(t *testing.T, c *client, acked []string, baseKeys int) {
 // snapshot completes and replaces the version 4 one (one is kept); killed
 // again, the node restores it with every acknowledged put.
 func TestSnapshotMigrationV4ToV5SurvivesKill(t *testing.T) {
+	t.Parallel()
 	const baseKeys = 120_000
 	file := v4Backup(t, baseKeys)
 	dir := filepath.Join(t.TempDir(), "data")

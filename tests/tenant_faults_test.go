@@ -24,6 +24,7 @@ import (
 // (less what passed, plus what the clock stood still); the replicas end
 // byte-identical.
 func TestTenantsThroughFaults(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	nc := c.conn()
 	defer nc.Close()

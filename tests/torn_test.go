@@ -21,6 +21,7 @@ import (
 // A second process on a data directory in use stops at once with a clear
 // error, and leaves the running node alone.
 func TestDataDirInUseIsRefused(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	out, code := runServeFails(t, "--data-dir", n.dataDir, "--raft-addr", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)),
 		"--nats-listen", fmt.Sprintf("127.0.0.1:%d", freeport.Port(t)))
@@ -68,6 +69,7 @@ func walBatches(t *testing.T, b []byte) [][2]int {
 // before the torn one (revisions without a gap), and every acknowledged
 // write is there unless it was in the torn batch.
 func TestKillTornTailKeepsEveryEarlierWrite(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	base := c.revision()

@@ -24,6 +24,7 @@ func (c *client) txn(body any) schema.KVTxnReply {
 // 32 clients race to create one key with create_revision == 0: exactly one
 // wins, and every loser's failure branch reads the winner's value.
 func TestTxnCreateRaceHasOneWinner(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	const clients = 32
 	replies := make([]schema.KVTxnReply, clients)
@@ -80,6 +81,7 @@ func TestTxnCreateRaceHasOneWinner(t *testing.T) {
 // its create_revision is the fencing token. When the holder's lease goes,
 // the key goes, and the next acquire gets a larger token.
 func TestTxnLockAcquireWithLease(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	acquire := func(lease int64, holder string) schema.KVTxnReply {
@@ -131,6 +133,7 @@ func TestTxnLockAcquireWithLease(t *testing.T) {
 // applies once and gets the first reply; the key with another request is
 // refused with 409.
 func TestTxnRetryAfterLostReplyAppliesOnce(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	w := c.watch("concord.watch.idem.>")
@@ -170,6 +173,7 @@ func TestTxnRetryAfterLostReplyAppliesOnce(t *testing.T) {
 
 // The Concord-Idempotency-Key header works on every mutating subject.
 func TestIdempotencyHeader(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	send := func(ep subjects.Endpoint, key, body string) reply {
@@ -222,6 +226,7 @@ func TestIdempotencyHeader(t *testing.T) {
 // carry it with op_index in operation order; a put to an unknown lease
 // fails the whole transaction.
 func TestTxnAtomicAndOrdered(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	w := c.watch("concord.watch.t.>")
@@ -289,6 +294,7 @@ func TestTxnAtomicAndOrdered(t *testing.T) {
 // The idempotency cache is replicated state: it survives kill -9 and a
 // restart from snapshot + log.
 func TestIdempotencySurvivesRestart(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{flags: []string{"--snapshot-threshold", "100", "--snapshot-interval", "200ms", "--trailing-logs", "10"}})
 	c := connect(t, n.natsURL)
 	req := `{"key":"idem.restart","value":"once","idempotency_key":"restart-1"}`

@@ -11,6 +11,7 @@ import (
 )
 
 func TestWatchEventsForEveryChange(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	w := c.watch("concord.watch.svc.>")
@@ -71,6 +72,7 @@ func TestWatchEventsForEveryChange(t *testing.T) {
 }
 
 func TestWatchOrderUnderConcurrentWriters(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	w := c.watch("concord.watch.load.>")
@@ -104,6 +106,7 @@ func TestWatchOrderUnderConcurrentWriters(t *testing.T) {
 // and a watcher receives every delete. The time to the last event is logged
 // (speed is measured by `concord bench revoke`, not asserted here).
 func TestRevokeOfTenThousandKeys(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeOpts{})
 	c := connect(t, n.natsURL)
 	lease := c.grant(600)
