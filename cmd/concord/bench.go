@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -171,36 +170,14 @@ func runBench(args []string) error {
 	}
 	var failed []string
 	for _, w := range workloads {
-		var r benchResult
-		var rs []benchResult
-		var notes string
-		// A throughput workload runs for --duration; the others as long
-		// as they take.
-		total := c.duration
-		if slices.Contains([]string{"revoke", "expiry", "get-at-revision", "keepalive-tenants"}, w) {
-			total = -1
-		}
+		run, total := b.workload(w)
 		p := newTimedProgress(progressOnTerminal(c.jsonOut), w, total)
-		switch w {
-		case "revoke":
-			r, err = b.revoke()
-		case "expiry":
-			r, err = b.expiry()
-		case "get-at-revision":
-			rs, notes, err = b.getAtRevision()
-		case "keepalive-tenants":
-			r, err = b.keepAliveTenants()
-		default:
-			r, err = b.throughput(w)
-		}
+		results, notes, err := run()
 		p.Finish()
 		if err != nil {
 			return fmt.Errorf("%s: %w", w, err)
 		}
-		if rs == nil {
-			rs = []benchResult{r}
-		}
-		for _, r := range rs {
+		for _, r := range results {
 			printResult(os.Stdout, r, c.jsonOut)
 			if r.Errors > 0 {
 				failed = append(failed, fmt.Sprintf("%s (%d)", r.Workload, r.Errors))
@@ -215,6 +192,29 @@ func runBench(args []string) error {
 		return fmt.Errorf("errors in %s", strings.Join(failed, ", "))
 	}
 	return nil
+}
+
+// workload returns what runs workload w, and how long it runs: a
+// throughput workload for --duration, the others as long as they take
+// (-1). It returns the results, and notes to print after them.
+func (b *bencher) workload(w string) (run func() ([]benchResult, string, error), total time.Duration) {
+	one := func(f func() (benchResult, error)) func() ([]benchResult, string, error) {
+		return func() ([]benchResult, string, error) {
+			r, err := f()
+			return []benchResult{r}, "", err
+		}
+	}
+	switch w {
+	case "revoke":
+		return one(b.revoke), -1
+	case "expiry":
+		return one(b.expiry), -1
+	case "get-at-revision":
+		return b.getAtRevision, -1
+	case "keepalive-tenants":
+		return one(b.keepAliveTenants), -1
+	}
+	return one(func() (benchResult, error) { return b.throughput(w) }), b.cfg.duration
 }
 
 func (c *benchConfig) check() error {
