@@ -21,10 +21,6 @@ import (
 // separate from NATS so that a load balancer or kubelet can probe a node
 // without credentials for the bus.
 func (s *Service) serveHTTP(addr string) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("metrics listener %s: %w", addr, err)
-	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry(), promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -37,36 +33,38 @@ func (s *Service) serveHTTP(addr string) error {
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	var err error
+	s.http, err = s.listenHTTP("metrics", addr, mux)
+	return err
+}
+
+// listenHTTP serves h on addr in the background; what names the listener
+// in errors and logs.
+func (s *Service) listenHTTP(what, addr string, h http.Handler) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s listener %s: %w", what, addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
-		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Warn("metrics listener stopped", "err", err)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Warn(what+" listener stopped", "err", err)
 		}
 	}()
-	return nil
+	s.log.Info(what+" listening", "addr", ln.Addr().String())
+	return srv, nil
 }
 
 // serveConsole serves the read-only operator console on addr, reading
 // the cluster through the node's own connection.
 func (s *Service) serveConsole(addr string) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("console listener %s: %w", addr, err)
-	}
 	c, err := client.Connect(client.Conn(s.nc), client.Prefix(s.cfg.SubjectPrefix))
 	if err != nil {
-		ln.Close()
 		return fmt.Errorf("console: %w", err)
 	}
-	s.console = &http.Server{Handler: console.Handler(console.Options{Client: c, NodeID: s.cfg.NodeID,
-		User: s.cfg.ConsoleUser, Password: s.cfg.ConsolePassword, Log: s.log}), ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := s.console.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Warn("console listener stopped", "err", err)
-		}
-	}()
-	s.log.Info("console listening", "addr", ln.Addr().String(), "auth", s.cfg.ConsolePassword != "")
-	return nil
+	s.console, err = s.listenHTTP("console", addr, console.Handler(console.Options{Client: c, NodeID: s.cfg.NodeID,
+		User: s.cfg.ConsoleUser, Password: s.cfg.ConsolePassword, Log: s.log}))
+	return err
 }
 
 // closeHTTP stops the operator listener and the console. The console's
