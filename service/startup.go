@@ -87,11 +87,21 @@ func (s *Service) applyTarget(applied, index uint64) uint64 {
 // describeReplay describes the replay of the log up to target, counted from the
 // index the snapshot restored, or "" once applied reaches it.
 func (s *Service) describeReplay(applied, target uint64) string {
-	if applied >= target {
+	done, total, replaying := s.replayed(applied, target)
+	if !replaying {
 		return ""
 	}
+	return fmt.Sprintf("replaying log, entry %d of %d", done, total)
+}
+
+// replayed counts the replay of the log up to target from the index the
+// snapshot restored: entries done, of total, and whether it still runs.
+func (s *Service) replayed(applied, target uint64) (done, total uint64, replaying bool) {
+	if applied >= target {
+		return 0, 0, false
+	}
 	base := min(s.replayFrom, applied)
-	return fmt.Sprintf("replaying log, entry %d of %d", applied-base, target-base)
+	return applied - base, target - base, true
 }
 
 // StartupProgress is how far the long step of a node's start-up is:
@@ -114,10 +124,9 @@ func (s *Service) startupProgress() StartupProgress {
 		return StartupProgress{}
 	}
 	applied := s.sm.Applied.Get()
-	target := s.applyTarget(applied, max(s.raft.CommitIndex(), s.lastAtStart))
-	if applied >= target {
+	done, total, replaying := s.replayed(applied, s.applyTarget(applied, max(s.raft.CommitIndex(), s.lastAtStart)))
+	if !replaying {
 		return StartupProgress{}
 	}
-	base := min(s.replayFrom, applied)
-	return StartupProgress{Step: "replaying log", Done: int64(applied - base), Total: int64(target - base)}
+	return StartupProgress{Step: "replaying log", Done: int64(done), Total: int64(total)}
 }
