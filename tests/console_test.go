@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -121,9 +120,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	// Without the password, or with a wrong one: 401 and nothing else.
 	for _, auth := range []string{"", "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":wrong"))} {
 		for _, path := range []string{"/", "/leases", "/api/leases", "/api/events", "/keys?prefix=", "/assets/console.js"} {
-			code, body := get(t, base+path, auth)
-			if code != http.StatusUnauthorized || body != "" {
-				t.Errorf("GET %s with %q: %d, %d bytes; want 401 and nothing", path, auth, code, len(body))
+			code, body, err := httpGet(base+path, auth)
+			if err != nil || code != http.StatusUnauthorized || body != "" {
+				t.Errorf("GET %s with %q: %d, %d bytes, %v; want 401 and nothing", path, auth, code, len(body), err)
 			}
 		}
 	}
@@ -235,29 +234,9 @@ func waitConsole(t *testing.T, base, user, password string) {
 	t.Helper()
 	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
 	checkFor(t, 20*time.Second, 100*time.Millisecond, func() error {
-		if code, _ := get(t, base+"/api/leases", auth); code != http.StatusOK {
-			return fmt.Errorf("console answered %d", code)
+		if code, _, err := httpGet(base+"/api/leases", auth); err != nil || code != http.StatusOK {
+			return fmt.Errorf("console answered %d, %v", code, err)
 		}
 		return nil
 	})
-}
-
-func get(t *testing.T, url, auth string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, string(b)
 }

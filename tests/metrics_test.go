@@ -88,14 +88,28 @@ func (s scrape) histogram(name string, labels ...string) (count uint64, sum floa
 }
 
 func httpStatus(addr, path string) (int, string, error) {
-	c := http.Client{Timeout: 3 * time.Second}
-	resp, err := c.Get("http://" + addr + path)
+	code, body, err := httpGet("http://"+addr+path, "")
+	return code, strings.TrimSpace(body), err
+}
+
+// httpGet gets url, with an Authorization header when auth is set, and
+// returns the status and the body as it came.
+func httpGet(url, auth string) (int, string, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Do(req)
 	if err != nil {
 		return 0, "", err
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, strings.TrimSpace(string(body)), nil
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, string(body), nil
 }
 
 // A scripted workload moves every lease and request counter by exactly
