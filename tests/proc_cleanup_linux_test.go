@@ -128,24 +128,40 @@ func TestProcOutlivesTheCallersThread(t *testing.T) {
 		tid int
 		err error
 	}
-	var s started
-	for try := 0; ; try++ {
-		ch := make(chan started, 1)
+	// Two goroutines locked to their threads at once hold two threads,
+	// so at least one of them is not the main thread (which never ends
+	// and would prove nothing); that one starts the child. Hoping the
+	// scheduler avoids the main thread was not enough: on a busy
+	// machine it picked the main thread eleven times in a row.
+	type locked struct {
+		tid int
+		use chan bool
+	}
+	lockedCh, startedCh := make(chan locked, 2), make(chan started, 1)
+	for i := 0; i < 2; i++ {
 		go func() {
-			runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
-			if syscall.Gettid() == os.Getpid() {
-				runtime.UnlockOSThread() // the main thread never ends; try again
-				ch <- started{}
+			runtime.LockOSThread() // unlocked only if not chosen: a chosen thread ends with this goroutine
+			l := locked{tid: syscall.Gettid(), use: make(chan bool, 1)}
+			lockedCh <- l
+			if !<-l.use {
+				runtime.UnlockOSThread()
 				return
 			}
 			p := newProc(t, 0, "sleep", "300")
-			ch <- started{p: p, tid: syscall.Gettid(), err: p.start()}
+			startedCh <- started{p: p, tid: l.tid, err: p.start()}
 		}()
-		if s = <-ch; s.p != nil || try == 10 {
-			break
-		}
 	}
-	if s.p == nil || s.err != nil {
+	a, b := <-lockedCh, <-lockedCh
+	if a.tid == b.tid {
+		t.Fatalf("two goroutines locked to one thread %d", a.tid)
+	}
+	if a.tid == os.Getpid() {
+		a, b = b, a
+	}
+	a.use <- true
+	b.use <- false
+	s := <-startedCh
+	if s.err != nil {
 		t.Fatalf("start: %v", s.err)
 	}
 	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
