@@ -34,18 +34,26 @@ func (s *Service) serveHTTP(addr string) error {
 		fmt.Fprintln(w, "ok")
 	})
 	var err error
-	s.http, err = s.listenHTTP("metrics", addr, mux)
+	s.http, err = s.listenHTTP("metrics", addr, mux, nil)
 	return err
 }
 
-// listenHTTP serves h on addr in the background; what names the listener
-// in errors and logs.
-func (s *Service) listenHTTP(what, addr string, h http.Handler) (*http.Server, error) {
+// listenHTTP serves h on addr in the background, once check (when
+// given) accepts the address listened on; what names the listener in
+// errors and logs. Idle connections are closed after a while: they hold
+// file descriptors the node needs for Raft and NATS.
+func (s *Service) listenHTTP(what, addr string, h http.Handler, check func(net.Addr) error) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("%s listener %s: %w", what, addr, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	if check != nil {
+		if err := check(ln.Addr()); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("%s listener %s: %w", what, addr, err)
+		}
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Warn(what+" listener stopped", "err", err)
@@ -62,8 +70,16 @@ func (s *Service) serveConsole(addr string) error {
 	if err != nil {
 		return fmt.Errorf("console: %w", err)
 	}
+	// The configuration accepts "localhost" by its name; without a
+	// password, what it resolved to must be loopback too.
+	loopback := func(a net.Addr) error {
+		if s.cfg.ConsolePassword == "" && !console.LoopbackHost(a.String()) {
+			return fmt.Errorf("%w: the console has no password, and %s is not a loopback address", ErrConfig, a)
+		}
+		return nil
+	}
 	s.console, err = s.listenHTTP("console", addr, console.Handler(console.Options{Client: c, NodeID: s.cfg.NodeID,
-		User: s.cfg.ConsoleUser, Password: s.cfg.ConsolePassword, Log: s.log}))
+		User: s.cfg.ConsoleUser, Password: s.cfg.ConsolePassword, Log: s.log}), loopback)
 	return err
 }
 

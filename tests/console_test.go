@@ -1,10 +1,13 @@
 package tests
 
 import (
+	"bufio"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +20,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
+	"github.com/concord-io/concord/schema"
 	"github.com/concord-io/concord/subjects"
 	"github.com/concord-io/concord/tests/freeport"
 )
@@ -118,7 +122,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	waitConsole(t, base, user, password)
 
 	// Without the password, or with a wrong one: 401 and nothing else.
-	for _, auth := range []string{"", "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":wrong"))} {
+	for _, auth := range []string{"", "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":wrong")),
+		"Basic " + base64.StdEncoding.EncodeToString([]byte("someone:"+password))} {
 		for _, path := range []string{"/", "/leases", "/api/leases", "/api/events", "/keys?prefix=", "/assets/console.js"} {
 			code, body, err := httpGet(base+path, auth)
 			if err != nil || code != http.StatusUnauthorized || body != "" {
@@ -135,6 +140,14 @@ func TestConsoleInBrowser(t *testing.T) {
 	c.ok(subjects.LeaseGrant, map[string]any{"ttl": ttl, "metadata": map[string]any{"owner": "console-test"}}, &g)
 	granted := time.Now()
 	c.put("console.held", "by the lease", g.ID)
+	// What the cluster holds is shown as text, never as markup: a key,
+	// a value and lease metadata that would be elements if pasted.
+	const attackKey, attackValue = `console.x"onmouseover="pwned=1`, `<img src=x onerror=pwned=1>`
+	var attacker struct {
+		ID int64 `json:"id"`
+	}
+	c.ok(subjects.LeaseGrant, map[string]any{"ttl": 120, "metadata": map[string]any{"owner": "</script><img src=x onerror=pwned=1>"}}, &attacker)
+	c.put(attackKey, attackValue, attacker.ID)
 
 	ctx := browser(t, map[string]any{"Authorization": "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))})
 	// do runs steps, each bounded; on failure it keeps a picture of the page.
@@ -175,6 +188,28 @@ func TestConsoleInBrowser(t *testing.T) {
 			return chromedp.Void{}, err
 		}))
 	}
+	// shownAsText checks that the page shows the attack's strings as
+	// text, and made no element of them.
+	shownAsText := func(page string, want ...string) {
+		t.Helper()
+		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		js := `document.querySelectorAll("img").length + " " + document.querySelectorAll("[onmouseover]").length + "|" + document.body.innerText`
+		got, err := chromedp.Run(rctx, chromedp.Evaluate[string](js))
+		if err != nil {
+			t.Fatalf("%s: %v", page, err)
+		}
+		counts, text, _ := strings.Cut(got, "|")
+		if counts != "0 0" {
+			screenshot(t, ctx, "", "injected")
+			t.Errorf("%s: the page made elements of the cluster's data (img, onmouseover: %s)", page, counts)
+		}
+		for _, w := range want {
+			if !strings.Contains(text, w) {
+				t.Errorf("%s does not show %q as text", page, w)
+			}
+		}
+	}
 
 	do("overview", chromedp.Navigate(base+"/"))
 	if leader := text("the leader", "#leader"); leader != "n1" {
@@ -191,7 +226,14 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Errorf("the lease's row %q lacks %q", rowText, want)
 		}
 	}
+	attackRow := fmt.Sprintf(`tr[data-lease="%d"]`, attacker.ID)
+	do("the attacker's lease", chromedp.WaitVisible(chromedp.CSS(attackRow)))
+	shownAsText("the leases page", `</script><img src=x onerror=pwned=1>`, attackKey)
 	first := text("the countdown", countdown)
+	if shots != "" {
+		c.ok(subjects.LeaseRevoke, map[string]any{"id": attacker.ID}, nil) // not in the docs' picture
+		waitFor("the attacker's lease leaves", fmt.Sprintf("document.querySelector(%q) === null", attackRow), 10*time.Second)
+	}
 	screenshot(t, ctx, shots, "leases")
 	time.Sleep(1500 * time.Millisecond)
 	later := text("the countdown again", countdown)
@@ -220,6 +262,15 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("the stream shows %d events, want the 1 made after it opened", rows)
 	}
 	screenshot(t, ctx, shots, "events")
+	if shots == "" {
+		c.put(attackKey, attackValue, 0)
+		waitFor("the attack's event appears", fmt.Sprintf("[...document.querySelectorAll('#events tbody tr')].some(tr => tr.dataset.key === %q)", attackKey), 20*time.Second)
+		shownAsText("the events page", attackKey, attackValue)
+		do("the keys page", chromedp.Navigate(base+"/keys?prefix=console."), chromedp.WaitVisible(chromedp.CSS("#keys")))
+		shownAsText("the keys page", attackKey, attackValue)
+		do("the attack key's page", chromedp.Navigate(base+"/key?key="+url.QueryEscape(attackKey)), chromedp.WaitVisible(chromedp.CSS("#history")))
+		shownAsText("the key page", attackKey, attackValue)
+	}
 
 	do("a key's history", chromedp.Navigate(base+"/key?key=console.held"), chromedp.WaitVisible(chromedp.CSS("#history")))
 	if n := count("the history", "#history tbody tr"); n != 2 {
@@ -236,6 +287,127 @@ func waitConsole(t *testing.T, base, user, password string) {
 	checkFor(t, 20*time.Second, 100*time.Millisecond, func() error {
 		if code, _, err := httpGet(base+"/api/leases", auth); err != nil || code != http.StatusOK {
 			return fmt.Errorf("console answered %d, %v", code, err)
+		}
+		return nil
+	})
+}
+
+// sseEvent is one event of the console's stream.
+type sseEvent struct{ id, data string }
+
+// openEvents opens the console's event stream for prefix, resuming after
+// lastID when it is set, and returns the answer's status and, on 200, the
+// events as they come; closing the returned func ends the stream.
+func openEvents(t *testing.T, base, auth, prefix, lastID string) (int, <-chan sseEvent, func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/events?prefix="+url.QueryEscape(prefix), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", auth)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatalf("open the event stream: %v", err)
+	}
+	stop := func() { cancel(); resp.Body.Close() }
+	t.Cleanup(stop)
+	if resp.StatusCode != http.StatusOK {
+		stop()
+		return resp.StatusCode, nil, stop
+	}
+	events := make(chan sseEvent, 100)
+	go func() {
+		defer close(events)
+		sc := bufio.NewScanner(resp.Body)
+		var ev sseEvent
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "id: "):
+				ev.id = strings.TrimPrefix(line, "id: ")
+			case strings.HasPrefix(line, "data: "):
+				ev.data = strings.TrimPrefix(line, "data: ")
+			case line == "" && ev.data != "":
+				events <- ev
+				ev = sseEvent{}
+			}
+		}
+	}()
+	return resp.StatusCode, events, stop
+}
+
+// The console's event stream resumes where a page's browser says it
+// left off (Last-Event-ID), in the middle of a revision too; it serves at
+// most 16 streams at once, and a stream whose page went away frees its
+// place.
+func TestConsoleEventStream(t *testing.T) {
+	t.Parallel()
+	const user, password = "operator", "stream-test-secret"
+	pwFile := filepath.Join(t.TempDir(), "console-password")
+	if err := os.WriteFile(pwFile, []byte(password), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
+	n := startNode(t, nodeOpts{flags: []string{"--console-listen", addr, "--console-user", user, "--console-password-file", pwFile}})
+	base, auth := "http://"+addr, "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":"+password))
+	waitConsole(t, base, user, password)
+	c := connect(t, n.natsURL)
+
+	c.put("resume.a", 1, 0)
+	var txn schema.KVTxnReply
+	c.ok(subjects.KVTxn, map[string]any{"success": []map[string]any{
+		{"put": map[string]any{"key": "resume.b", "value": 2}},
+		{"put": map[string]any{"key": "resume.c", "value": 3}},
+	}}, &txn)
+	last := c.put("resume.d", 4, 0)
+
+	// The page had the txn's first put: the stream goes on with its
+	// second, then the put after it, and nothing before.
+	code, events, _ := openEvents(t, base, auth, "resume.", fmt.Sprintf("%d.0", txn.Revision))
+	if code != http.StatusOK {
+		t.Fatalf("resume: %d", code)
+	}
+	for _, want := range []struct {
+		id, key string
+	}{{fmt.Sprintf("%d.1", txn.Revision), "resume.c"}, {fmt.Sprintf("%d.0", last), "resume.d"}} {
+		select {
+		case ev, ok := <-events:
+			var e schema.Event
+			if !ok || json.Unmarshal([]byte(ev.data), &e) != nil || ev.id != want.id || e.Key != want.key {
+				t.Fatalf("resumed stream: %+v (open %v), want id %s for %s", ev, ok, want.id, want.key)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("resumed stream: no event %s within 20 s", want.id)
+		}
+	}
+
+	// Sixteen streams at once, and no more.
+	var stops []func()
+	for i := 0; ; i++ {
+		code, _, stop := openEvents(t, base, auth, "bound.", "")
+		if code == http.StatusServiceUnavailable {
+			if i != 16 {
+				t.Fatalf("stream %d refused, want the 17th", i+1)
+			}
+			break
+		}
+		if code != http.StatusOK || i == 16 {
+			t.Fatalf("stream %d: %d, want 200 up to 16 and 503 after", i+1, code)
+		}
+		stops = append(stops, stop)
+	}
+	// A page that goes away frees its place.
+	stops[0]()
+	checkFor(t, 10*time.Second, 100*time.Millisecond, func() error {
+		code, _, stop := openEvents(t, base, auth, "bound.", "")
+		stop()
+		if code != http.StatusOK {
+			return fmt.Errorf("a stream after one closed: %d", code)
 		}
 		return nil
 	})

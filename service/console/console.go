@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
 	"encoding/json"
@@ -9,7 +10,9 @@ import (
 	"fmt"
 	"html/template"
 	"log/slog"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,7 +46,8 @@ type Options struct {
 	User, Password string
 	// Timeout bounds each request to the cluster.
 	Timeout time.Duration
-	Log     *slog.Logger
+	// Log gets the console's warnings; slog.Default() when nil.
+	Log *slog.Logger
 }
 
 // pageLimit bounds the records one page shows: the console is for
@@ -51,15 +55,33 @@ type Options struct {
 const pageLimit = 500
 
 // leaseKeysLimit bounds the leases whose keys a lease listing reads, one
-// lease.info request each.
-const leaseKeysLimit = 50
+// lease.info request each, and leaseKeysShown the keys of one lease it
+// reads: lease.info returns every key, and a page polled every second
+// must not make the leader list a lease's hundred thousand keys. A lease
+// with more shows their count.
+const (
+	leaseKeysLimit = 50
+	leaseKeysShown = 20
+)
+
+// maxStreams bounds the event streams open at once, each a watch on the
+// cluster; streamWriteTimeout is how long one write to a page may take
+// before the stream is given up: a page that stops reading must not hold
+// its watch for ever.
+const (
+	maxStreams         = 16
+	streamWriteTimeout = 10 * time.Second
+)
 
 // Handler returns the console's HTTP handler.
 func Handler(o Options) http.Handler {
 	if o.Timeout == 0 {
 		o.Timeout = 5 * time.Second
 	}
-	c := &console{o: o}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	c := &console{o: o, streams: make(chan struct{}, maxStreams)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", c.overview)
 	mux.HandleFunc("GET /leases", c.page("leases", nil))
@@ -72,23 +94,35 @@ func Handler(o Options) http.Handler {
 	return c.guard(mux)
 }
 
-type console struct{ o Options }
+type console struct {
+	o       Options
+	streams chan struct{} // a token per open event stream
+}
 
 // guard checks the credentials, when there are any, and sets the headers
 // every answer carries: nothing from elsewhere runs in these pages, and
 // no other site frames them.
+//
+// A console without a password listens on loopback only, and answers
+// only requests addressed to a loopback name: any web page the operator
+// opens could otherwise point a name of its own at 127.0.0.1 (DNS
+// rebinding) and read the console as its own origin. With a password the
+// browser holds the credentials for the console's origin alone.
 func (c *console) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if c.o.Password != "" {
 			user, pass, ok := r.BasicAuth()
-			// Both compared, always, so the time taken says nothing.
-			userOK := subtle.ConstantTimeCompare([]byte(user), []byte(c.o.User)) == 1
-			passOK := subtle.ConstantTimeCompare([]byte(pass), []byte(c.o.Password)) == 1
+			// Both compared, always, as digests of one length, so the
+			// time taken says nothing of either, not even its length.
+			userOK, passOK := sameSecret(user, c.o.User), sameSecret(pass, c.o.Password)
 			if !ok || !userOK || !passOK {
 				w.Header().Set("WWW-Authenticate", `Basic realm="concord console", charset="UTF-8"`)
 				w.WriteHeader(http.StatusUnauthorized)
 				return
 			}
+		} else if !LoopbackHost(r.Host) {
+			http.Error(w, fmt.Sprintf("the console has no password, so it answers only requests addressed to localhost or a loopback address, not to %q", r.Host), http.StatusForbidden)
+			return
 		}
 		h := w.Header()
 		h.Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
@@ -97,6 +131,27 @@ func (c *console) guard(next http.Handler) http.Handler {
 		h.Set("Cache-Control", "no-store")
 		next.ServeHTTP(w, r)
 	})
+}
+
+// sameSecret compares a given secret with the expected one in a time
+// that depends on neither.
+func sameSecret(given, want string) bool {
+	g, w := sha256.Sum256([]byte(given)), sha256.Sum256([]byte(want))
+	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
+}
+
+// LoopbackHost reports whether host (a name or address, with or without
+// a port) is localhost or a loopback address.
+func LoopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // view is what every page template gets.
@@ -143,10 +198,16 @@ func (c *console) overview(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := c.ctx(r)
 	defer cancel()
 	var d overviewData
+	// A failed request's reply is not shown: its zeros would read as
+	// the cluster's state.
 	st, err := c.o.Client.Status(ctx, schema.ClusterStatusRequest{})
-	d.Status = st
 	if err == nil {
-		d.Tenants, err = c.o.Client.Tenants(ctx, "")
+		d.Status = st
+		if tenants, terr := c.o.Client.Tenants(ctx, ""); terr == nil {
+			d.Tenants = tenants
+		} else {
+			err = terr
+		}
 	}
 	c.render(w, "overview", d, err)
 }
@@ -162,7 +223,9 @@ func (c *console) keys(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	d := keysData{Prefix: r.URL.Query().Get("prefix")}
 	reply, err := c.o.Client.Get(ctx, schema.KVGetRequest{Prefix: &d.Prefix, Limit: pageLimit})
-	d.Reply = reply
+	if err == nil {
+		d.Reply = reply
+	}
 	c.render(w, "keys", d, err)
 }
 
@@ -193,7 +256,7 @@ func (c *console) key(w http.ResponseWriter, r *http.Request) {
 }
 
 // leasesReply is /api/leases: the leases, with the keys of the first
-// leaseKeysLimit that have any.
+// leaseKeysLimit that have some and at most leaseKeysShown.
 type leasesReply struct {
 	Leases []schema.LeaseInfo `json:"leases"`
 	More   bool               `json:"more"`
@@ -210,7 +273,7 @@ func (c *console) apiLeases(w http.ResponseWriter, r *http.Request) {
 		withKeys := 0
 		for i := range out.Leases {
 			l := &out.Leases[i]
-			if l.KeyCount == 0 || withKeys == leaseKeysLimit {
+			if l.KeyCount == 0 || l.KeyCount > leaseKeysShown || withKeys == leaseKeysLimit {
 				continue
 			}
 			withKeys++
@@ -230,53 +293,104 @@ func (c *console) apiLeases(w http.ResponseWriter, r *http.Request) {
 
 // apiEvents streams the events of the keys under ?prefix= (every key
 // when empty) as server-sent events, one JSON event each, from the
-// moment it is opened, until the page goes away.
+// moment it is opened, until the page goes away. Each event's id is its
+// revision and op index, so a browser that reconnects (it sends the last
+// id as Last-Event-ID) resumes after the last event it got, with no gap.
 func (c *console) apiEvents(w http.ResponseWriter, r *http.Request) {
-	flusher, ok := w.(http.Flusher)
-	if !ok {
-		http.Error(w, "streaming is not supported here", http.StatusInternalServerError)
+	select {
+	case c.streams <- struct{}{}:
+		defer func() { <-c.streams }()
+	default:
+		http.Error(w, fmt.Sprintf("%d event streams are open, the most this console serves: close an events page", maxStreams), http.StatusServiceUnavailable)
 		return
 	}
 	prefix := r.URL.Query().Get("prefix")
 	ctx := r.Context()
-	// From now: the revision the cluster is at when the page opens.
-	rctx, cancel := c.ctx(r)
-	now, err := c.o.Client.Get(rctx, schema.KVGetRequest{Prefix: &prefix, CountOnly: true})
-	cancel()
-	if err != nil {
-		http.Error(w, "read the revision: "+err.Error(), http.StatusBadGateway)
-		return
+	after, resumed := parseEventID(r.Header.Get("Last-Event-ID"))
+	if !resumed {
+		// From now: the revision the cluster is at when the page opens.
+		rctx, cancel := c.ctx(r)
+		now, err := c.o.Client.Get(rctx, schema.KVGetRequest{Prefix: &prefix, CountOnly: true})
+		cancel()
+		if err != nil {
+			http.Error(w, "read the revision: "+err.Error(), http.StatusBadGateway)
+			return
+		}
+		after = eventID{rev: now.Revision, op: -1}
 	}
-	watcher, err := c.o.Client.Watch(ctx, prefix, true, now.Revision)
+	// The watch starts after a whole revision; the ops of after.rev that
+	// the page already has are skipped below.
+	watcher, err := c.o.Client.Watch(ctx, prefix, true, after.rev-1)
 	if err != nil {
 		http.Error(w, "watch: "+err.Error(), http.StatusBadGateway)
 		return
 	}
+	rc := http.NewResponseController(w)
+	send := func(format string, args ...any) error {
+		if err := rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout)); err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(w, format, args...); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
-	fmt.Fprint(w, ": watching\n\n")
-	flusher.Flush()
+	if send(": watching\n\n") != nil {
+		return
+	}
 	heartbeat := time.NewTicker(15 * time.Second)
 	defer heartbeat.Stop()
 	for {
+		var err error
 		select {
 		case <-ctx.Done():
 			return
 		case <-heartbeat.C:
-			fmt.Fprint(w, ": still watching\n\n")
+			err = send(": still watching\n\n")
 		case ev, ok := <-watcher.Events():
 			if !ok {
 				msg := "the watch ended"
 				if err := watcher.Err(); err != nil {
 					msg = err.Error()
 				}
-				fmt.Fprintf(w, "event: end\ndata: %s\n\n", strings.ReplaceAll(msg, "\n", " "))
-				flusher.Flush()
+				_ = send("event: end\ndata: %s\n\n", strings.ReplaceAll(msg, "\n", " "))
 				return
 			}
+			id := eventID{rev: ev.Revision, op: ev.OpIndex}
+			if !after.before(id) {
+				continue
+			}
 			data, _ := json.Marshal(ev)
-			fmt.Fprintf(w, "data: %s\n\n", data)
+			err = send("id: %s\ndata: %s\n\n", id, data)
 		}
-		flusher.Flush()
+		if err != nil {
+			return // the page stopped reading; its watch ends with ctx
+		}
 	}
+}
+
+// eventID names one event of the stream: its revision and op index.
+type eventID struct {
+	rev int64
+	op  int
+}
+
+func (e eventID) String() string { return fmt.Sprintf("%d.%d", e.rev, e.op) }
+
+// before reports whether e comes before o in the stream's order.
+func (e eventID) before(o eventID) bool {
+	return e.rev < o.rev || e.rev == o.rev && e.op < o.op
+}
+
+// parseEventID reads a Last-Event-ID: "<revision>.<op index>" as sent.
+func parseEventID(s string) (eventID, bool) {
+	rev, op, ok := strings.Cut(s, ".")
+	r, err1 := strconv.ParseInt(rev, 10, 64)
+	o, err2 := strconv.Atoi(op)
+	if !ok || err1 != nil || err2 != nil || r < 1 || o < 0 {
+		return eventID{}, false
+	}
+	return eventID{rev: r, op: o}, true
 }

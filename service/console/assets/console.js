@@ -31,7 +31,7 @@ function leasesPage() {
       cell(tr, l.ttl + " s");
       cell(tr, "", "countdown").dataset.lease = l.id;
       cell(tr, "revision " + l.granted_revision);
-      cell(tr, l.metadata ? JSON.stringify(l.metadata) : (l.anonymous ? "(anonymous)" : ""));
+      cell(tr, l.anonymous ? "(anonymous)" : (l.metadata ? JSON.stringify(l.metadata) : ""));
       const keys = l.keys || [];
       let shown = keys.join(", ");
       if (l.key_count > keys.length) shown += (shown ? ", … " : "") + l.key_count + " key(s)";
@@ -96,7 +96,13 @@ function eventsPage() {
     while (body.rows.length > 500) body.deleteRow(-1);
   };
   src.addEventListener("end", (m) => { state.textContent = "The stream ended: " + m.data; src.close(); });
-  src.onerror = () => { state.textContent = "Reconnecting…"; };
+  // The browser reconnects by itself, and resumes after the last event it
+  // got; an error answer instead of a stream closes the source for good.
+  src.onerror = () => {
+    state.textContent = src.readyState === EventSource.CLOSED
+      ? "The stream stopped; reload the page to watch again."
+      : "Reconnecting…";
+  };
 }
 
 document.addEventListener("DOMContentLoaded", () => {
