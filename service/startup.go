@@ -124,7 +124,9 @@ func (s *Service) startupProgress() StartupProgress {
 		return StartupProgress{}
 	}
 	applied := s.sm.Applied.Get()
-	done, total, replaying := s.replayed(applied, s.applyTarget(applied, max(s.raft.CommitIndex(), s.lastAtStart)))
+	// Not up to the commit index, as /readyz counts: a follower that
+	// trails a busy leader would never be done, and its bar would stay.
+	done, total, replaying := s.replayed(applied, s.applyTarget(applied, s.lastAtStart))
 	if !replaying {
 		return StartupProgress{}
 	}

@@ -26,6 +26,36 @@ type progress struct {
 // progressOut is where bars are drawn (a test draws elsewhere).
 var progressOut io.Writer = os.Stderr
 
+// drawn is the bar on the terminal now, if any; its lock is held while a
+// bar draws and while a log line is written, so that a log line clears
+// the bar first instead of landing in the middle of it (the next update
+// draws the bar again below the line).
+var drawn struct {
+	sync.Mutex
+	bar *progressbar.ProgressBar
+}
+
+// logWriter writes log lines to w, clearing the bar drawn, if any, first.
+type logWriter struct{ w io.Writer }
+
+func (lw logWriter) Write(b []byte) (int, error) {
+	drawn.Lock()
+	defer drawn.Unlock()
+	if drawn.bar != nil {
+		_ = drawn.bar.Clear()
+	}
+	return lw.w.Write(b)
+}
+
+// draw runs f, which draws bar, under the terminal's lock, and records
+// bar as the one drawn.
+func draw(bar *progressbar.ProgressBar, f func() error) {
+	drawn.Lock()
+	defer drawn.Unlock()
+	drawn.bar = bar
+	_ = f()
+}
+
 // progressOnTerminal reports whether progress may be drawn: stdout and
 // stderr are terminals, and the output is not JSON.
 func progressOnTerminal(jsonOut bool) bool {
@@ -91,9 +121,9 @@ func newTimedProgress(show bool, what string, d time.Duration) *progress {
 				return
 			case <-t.C:
 				if total > 0 {
-					_ = p.bar.Set64(min(time.Since(start).Milliseconds(), total))
+					p.Set(min(time.Since(start).Milliseconds(), total))
 				} else {
-					_ = p.bar.Add64(1) // turns the spinner
+					p.Add(1) // turns the spinner
 				}
 			}
 		}
@@ -104,14 +134,14 @@ func newTimedProgress(show bool, what string, d time.Duration) *progress {
 // Add counts n more units done.
 func (p *progress) Add(n int64) {
 	if p != nil {
-		_ = p.bar.Add64(n)
+		draw(p.bar, func() error { return p.bar.Add64(n) })
 	}
 }
 
 // Set says how many units are done.
 func (p *progress) Set(n int64) {
 	if p != nil {
-		_ = p.bar.Set64(n)
+		draw(p.bar, func() error { return p.bar.Set64(n) })
 	}
 }
 
@@ -125,8 +155,13 @@ func (p *progress) Finish() {
 		close(p.stop)
 		p.done.Wait()
 	}
+	drawn.Lock()
+	defer drawn.Unlock()
 	_ = p.bar.Finish()
 	_ = p.bar.Clear()
+	if drawn.bar == p.bar {
+		drawn.bar = nil
+	}
 }
 
 // progressWriter counts what passes through it on a bar set later (once

@@ -80,3 +80,42 @@ func TestWatchStartup(t *testing.T) {
 		t.Errorf("the snapshot's bar shows no bytes or share done: %q", got)
 	}
 }
+
+// A log line written while a bar is drawn starts on a clean line: the
+// bar is cleared first, and drawn again after it by its next update.
+func TestLogLineClearsTheBar(t *testing.T) {
+	out := &lockedBuffer{}
+	progressOut = out
+	t.Cleanup(func() { progressOut = os.Stderr })
+	log := logWriter{out}
+
+	p := newProgress(true, "replaying log", 100, unitCount)
+	p.Set(40)
+	before := out.String()
+	if !strings.Contains(before, "replaying log") {
+		t.Fatalf("no bar drawn: %q", before)
+	}
+	if _, err := log.Write([]byte("level=INFO msg=hello\n")); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.TrimPrefix(out.String(), before)
+	cleared, line, ok := strings.Cut(got, "level=INFO msg=hello\n")
+	if !ok || !strings.HasSuffix(cleared, "\r") || strings.Contains(cleared, "replaying log") {
+		t.Fatalf("the log line was not written on a cleared line: %q", got)
+	}
+	if line != "" {
+		t.Fatalf("something was drawn between the clear and the line: %q", got)
+	}
+	time.Sleep(150 * time.Millisecond) // past the bar's throttle
+	p.Set(60)
+	if after := out.String(); !strings.Contains(after[len(before):], "replaying log") {
+		t.Fatalf("the bar was not drawn again after the line: %q", after)
+	}
+	p.Finish()
+	out.mu.Lock()
+	out.b.Reset()
+	out.mu.Unlock()
+	if _, err := log.Write([]byte("after\n")); err != nil || out.String() != "after\n" {
+		t.Fatalf("with no bar, a log line is written as it is: %q, %v", out.String(), err)
+	}
+}

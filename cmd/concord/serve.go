@@ -135,11 +135,12 @@ func runServe(args []string) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	opts := &slog.HandlerOptions{Level: level}
+	logOut := logWriter{os.Stderr} // the start-up's progress bar shares the terminal
 	switch *logFormat {
 	case "text":
-		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, opts))
+		cfg.Logger = slog.New(slog.NewTextHandler(logOut, opts))
 	case "json":
-		cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, opts))
+		cfg.Logger = slog.New(slog.NewJSONHandler(logOut, opts))
 	default:
 		return fmt.Errorf("--log-format %q: want text or json", *logFormat)
 	}

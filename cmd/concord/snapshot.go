@@ -175,6 +175,8 @@ func saveBackup(cf *common, cl *client.Client, file string) (_ *backupfile.Heade
 	if err := f.Sync(); err != nil {
 		return nil, fmt.Errorf("sync %s: %w", tmp, err)
 	}
+	pw.p.Finish() // the transfer is done; the check below is not part of it
+	pw.p = nil
 	err = f.Close()
 	f = nil
 	if err != nil {
