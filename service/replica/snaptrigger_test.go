@@ -111,33 +111,38 @@ type failingSink struct{ raft.SnapshotSink }
 
 func (failingSink) Write([]byte) (int, error) { return 0, fmt.Errorf("disk full") }
 
-// failingSnapshotter fails every snapshot it is asked for.
-type failingSnapshotter struct{ asked chan struct{} }
+// failingSnapshotter fails every snapshot it is asked for with err, and
+// counts the asks on asked.
+type failingSnapshotter struct {
+	asked chan struct{}
+	err   error
+}
 
 func (f failingSnapshotter) Snapshot() raft.SnapshotFuture {
 	select {
 	case f.asked <- struct{}{}:
 	default:
 	}
-	return failedSnapshot{}
+	return failedSnapshot{f.err}
 }
 
-type failedSnapshot struct{}
+type failedSnapshot struct{ err error }
 
-func (failedSnapshot) Error() error { return errors.New("disk on fire") }
-func (failedSnapshot) Open() (*raft.SnapshotMeta, io.ReadCloser, error) {
-	return nil, nil, errors.New("disk on fire")
+func (f failedSnapshot) Error() error { return f.err }
+func (f failedSnapshot) Open() (*raft.SnapshotMeta, io.ReadCloser, error) {
+	return nil, nil, f.err
 }
 
-// A snapshot that was due and failed is reported (the metric
-// concord_snapshot_failures_total counts these), and nothing else is.
-func TestSnapshotTriggerReportsFailures(t *testing.T) {
+// runFailingTrigger runs a snapshot trigger over a state machine with a
+// snapshot due, whose snapshots fail with err; it returns the asks and
+// the reported failures.
+func runFailingTrigger(t *testing.T, err error) (asked, failures chan struct{}) {
 	m := NewStateMachine(func(uint64, string, []schema.Event) {})
 	m.ApplyBatch([]*raft.Log{putLog(t, 1, "a"), batchLog(t, 2, "b", "c", "d")})
 	caughtUp := make(chan struct{})
 	close(caughtUp)
-	failures := make(chan struct{}, 10)
-	snap := failingSnapshotter{asked: make(chan struct{}, 1)}
+	failures = make(chan struct{}, 10)
+	snap := failingSnapshotter{asked: make(chan struct{}, 10), err: err}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -145,13 +150,38 @@ func TestSnapshotTriggerReportsFailures(t *testing.T) {
 			Log: slog.New(slog.DiscardHandler), OnFailure: func() { failures <- struct{}{} }}.Run(ctx)
 		close(done)
 	}()
-	defer func() { cancel(); <-done }()
+	t.Cleanup(func() { cancel(); <-done })
+	return snap.asked, failures
+}
+
+// A snapshot that was due and failed is reported (the metric
+// concord_snapshot_failures_total counts these), once: the trigger then
+// waits out its interval instead of failing again every check.
+func TestSnapshotTriggerReportsFailures(t *testing.T) {
+	_, failures := runFailingTrigger(t, errors.New("disk on fire"))
 	select {
 	case <-failures:
 	case <-time.After(30 * time.Second):
 		t.Fatal("a due snapshot that failed was not reported within 30 s")
 	}
+	time.Sleep(3 * snapshotCheckEvery) // checks that must not snapshot again
 	if len(failures) != 0 {
 		t.Fatalf("%d more failures reported while the trigger waits out its interval", len(failures))
+	}
+}
+
+// Raft's "nothing new to snapshot" is no failure: the trigger goes on
+// checking, and reports nothing.
+func TestSnapshotTriggerNothingNewIsNoFailure(t *testing.T) {
+	asked, failures := runFailingTrigger(t, raft.ErrNothingNewToSnapshot)
+	for i := range 2 {
+		select {
+		case <-asked:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("ask %d for a snapshot did not come within 30 s", i+1)
+		}
+	}
+	if len(failures) != 0 {
+		t.Fatalf("%d failures reported for nothing new to snapshot", len(failures))
 	}
 }
