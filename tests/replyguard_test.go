@@ -95,6 +95,14 @@ func TestStrayReplySubjectsAreRefused(t *testing.T) {
 	c := connect(t, n.natsURL)
 	c.put("steer.before", "v", 0)
 	rev := c.revision()
+	// Every reason's series is there at 0 before the first refusal, so
+	// that an alert on its increase sees that refusal.
+	before := scrapeMetrics(t, metricsAddr)
+	for _, reason := range []string{"concord_subject", "system_subject", "invalid_subject"} {
+		if m := before.metric("concord_requests_refused_reply_total", "reason", reason); m == nil || m.Counter.GetValue() != 0 {
+			t.Errorf("before any refusal, concord_requests_refused_reply_total{reason=%q} is %v, want a series at 0", reason, m)
+		}
+	}
 
 	obs, err := nats.Connect(n.natsURL)
 	if err != nil {

@@ -167,6 +167,13 @@ func New(ctx context.Context, o Options, node Node, sm State) *Server {
 	s.pool = newWorkerPool(o.MaxInflight, workerIdle, ctx.Done(), s.handle)
 	s.refusals = newRefusalHold(refusalDelay, maxHeldRefusals, s.answerRefusal)
 	go s.refusals.run(ctx)
+	if o.RefusedReplies != nil {
+		// Every reason's series from the start, at 0: an alert on its
+		// increase sees the first refusal, which a series born at 1 hides.
+		for _, reason := range replyRefusedReasons {
+			o.RefusedReplies.WithLabelValues(reason)
+		}
+	}
 	return s
 }
 
