@@ -368,7 +368,7 @@ func TestConsoleEventStream(t *testing.T) {
 
 	// The page had the txn's first put: the stream goes on with its
 	// second, then the put after it, and nothing before.
-	code, events, _ := openEvents(t, base, auth, "resume.", fmt.Sprintf("%d.0", txn.Revision))
+	code, events, stopResumed := openEvents(t, base, auth, "resume.", fmt.Sprintf("%d.0", txn.Revision))
 	if code != http.StatusOK {
 		t.Fatalf("resume: %d", code)
 	}
@@ -385,6 +385,8 @@ func TestConsoleEventStream(t *testing.T) {
 			t.Fatalf("resumed stream: no event %s within 20 s", want.id)
 		}
 	}
+
+	stopResumed()
 
 	// Sixteen streams at once, and no more.
 	var stops []func()

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"html/template"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -24,7 +25,7 @@ import (
 var assets embed.FS
 
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
-	"raw":     func(b json.RawMessage) string { return string(b) },
+	"raw":     readableJSON,
 	"seconds": func(ms int64) string { return fmt.Sprintf("%.1f s", float64(ms)/1000) },
 	"tenant": func(t string) string {
 		if t == "" {
@@ -33,6 +34,38 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 		return t
 	},
 }).ParseFS(assets, "assets/*.html"))
+
+// readableJSON returns JSON as a person reads it. Go's encoder, which
+// most clients use, writes <, > and & inside strings as \u003c, \u003e
+// and \u0026: the same JSON, but a value "<b>" would show as
+// "\u003cb\u003e". The template escapes the page's HTML itself.
+func readableJSON(b json.RawMessage) string {
+	out := make([]byte, 0, len(b))
+	inString := false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case c == '"':
+			inString = !inString
+		case inString && c == '\\' && i+1 < len(b):
+			if b[i+1] == 'u' && i+6 <= len(b) {
+				if r, ok := htmlEscapes[strings.ToLower(string(b[i+2:i+6]))]; ok {
+					out = append(out, r)
+					i += 5
+					continue
+				}
+			}
+			out = append(out, c, b[i+1]) // an escape, kept whole: \\ is not the start of another
+			i++
+			continue
+		}
+		out = append(out, c)
+	}
+	return string(out)
+}
+
+// htmlEscapes are the \u escapes Go's JSON encoder writes for HTML.
+var htmlEscapes = map[string]byte{"003c": '<', "003e": '>', "0026": '&'}
 
 // Options configure the console.
 type Options struct {
@@ -316,11 +349,11 @@ func (c *console) apiEvents(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "read the revision: "+err.Error(), http.StatusBadGateway)
 			return
 		}
-		after = eventID{rev: now.Revision, op: -1}
+		after = eventID{rev: now.Revision, op: math.MaxInt32} // none of that revision's ops
 	}
 	// The watch starts after a whole revision; the ops of after.rev that
 	// the page already has are skipped below.
-	watcher, err := c.o.Client.Watch(ctx, prefix, true, after.rev-1)
+	watcher, err := c.o.Client.Watch(ctx, prefix, true, max(after.rev-1, 0))
 	if err != nil {
 		http.Error(w, "watch: "+err.Error(), http.StatusBadGateway)
 		return

@@ -91,3 +91,19 @@ func TestEventIDs(t *testing.T) {
 		t.Errorf("%v comes before itself or an earlier event", id)
 	}
 }
+
+func TestReadableJSON(t *testing.T) {
+	for in, want := range map[string]string{
+		`"\u003cimg src=x\u003e \u0026"`:  `"<img src=x> &"`,
+		`{"a":"\u003C","b":[1,"\u003e"]}`: `{"a":"<","b":[1,">"]}`,
+		`"\\u003c"`:                       `"\\u003c"`, // a backslash, then the text u003c
+		`"\\\u003c"`:                      `"\\<"`,
+		`"\u00e9 \n \""`:                  `"\u00e9 \n \""`, // other escapes stay
+		`12`:                              `12`,
+		`"\u003`:                          `"\u003`, // cut short: left as it is
+	} {
+		if got := readableJSON([]byte(in)); got != want {
+			t.Errorf("readableJSON(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
