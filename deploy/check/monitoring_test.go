@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -465,7 +466,7 @@ func TestMonitoringNamesExportedMetrics(t *testing.T) {
 	// from Concord's own account) with a quota.
 	tenant := nats.Header{"Nats-Request-Info": []string{`{"acc":"TENANT_M"}`}}
 	req("concord.kv.put", `{"key":"t","value":1}`, tenant)
-	out, err := newChild(t, 30*time.Second, concordBin, "tenant", "quota", "TENANT_M", "--keys", "10", "--server", urls[0]).combinedOutput()
+	out, err := newChild(t, 30*time.Second, concordBin, "tenant", "quota", "TENANT_M", "--keys", "10", "--leases", "10", "--value-bytes", "1000", "--server", urls[0]).combinedOutput()
 	if err != nil {
 		t.Fatalf("concord tenant quota: %v\n%s", err, out)
 	}
@@ -556,15 +557,26 @@ func TestMonitoringNamesExportedMetrics(t *testing.T) {
 			if m.Name == model.MetricNameLabel || m.Name == "job" || m.Name == "instance" || m.Name == "le" {
 				continue
 			}
-			if !slices.ContainsFunc(fam.Metric, func(s *dto.Metric) bool {
-				return slices.ContainsFunc(s.Label, func(l *dto.LabelPair) bool {
-					return l.GetName() == m.Name && (m.Type != labels.MatchEqual || l.GetValue() == m.Value)
-				})
-			}) {
+			if !slices.ContainsFunc(fam.Metric, func(s *dto.Metric) bool { return hasLabel(s, m) }) {
 				t.Errorf("%s, used by %s: no exported series has %s", u.vs.Name, u.where, m)
 			}
 		}
 	}
+}
+
+// hasLabel reports whether series s has the label m names, with the
+// value m asks for when it asks by equality. A summary's quantiles are
+// labels to Prometheus, and values of their own in the parsed scrape.
+func hasLabel(s *dto.Metric, m *labels.Matcher) bool {
+	if m.Name == model.QuantileLabel && s.Summary != nil {
+		want, err := strconv.ParseFloat(m.Value, 64)
+		return m.Type != labels.MatchEqual || err == nil && slices.ContainsFunc(s.Summary.Quantile, func(q *dto.Quantile) bool {
+			return q.GetQuantile() == want
+		})
+	}
+	return slices.ContainsFunc(s.Label, func(l *dto.LabelPair) bool {
+		return l.GetName() == m.Name && (m.Type != labels.MatchEqual || l.GetValue() == m.Value)
+	})
 }
 
 // prometheusOwn names the series Prometheus makes itself for every
