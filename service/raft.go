@@ -136,7 +136,7 @@ func (s *Service) startRaft() error {
 			return err
 		}
 	case ours != "":
-		if err := s.guard.CheckRestart(ours); err != nil {
+		if err := s.guard.CheckRestart(s.ctx, ours); err != nil {
 			return err
 		}
 	}

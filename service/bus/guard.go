@@ -174,15 +174,41 @@ func (g Guard) waitLinks(ctx context.Context, deadline time.Time) (int, error) {
 // while a cluster is down to a minority. Unlike a bootstrap, a restart
 // creates no cluster, so a bus that does not answer in time is no reason to
 // refuse; the bus watch (Fence.Watch) keeps looking afterwards.
-func (g Guard) CheckRestart(ours string) error {
-	r, err := g.Prober.Probe(probeTimeout)
-	if err != nil {
-		g.Log.Warn("could not ask the bus which clusters serve it", "err", err)
-		return nil
+//
+// On the embedded server it first waits a while (restartLinkWait) for the
+// links it was configured with: before they are up, the nodes behind them
+// cannot be heard. And "no responders" just after a link came up may only
+// mean that the interest of the servers behind it has not arrived yet
+// (on a busy machine it took over a second), so while nobody answers it
+// asks again, for restartSettle: a node of another cluster that started
+// with --join was otherwise let through, to be stopped later by the fence
+// with a less direct message.
+func (g Guard) CheckRestart(ctx context.Context, ours string) error {
+	links := 0
+	if g.Embedded != nil {
+		if _, err := g.waitLinks(ctx, time.Now().Add(min(g.Wait, restartLinkWait))); err != nil && ctx.Err() != nil {
+			return fmt.Errorf("ask the bus which clusters serve it: %w", ctx.Err())
+		}
+		links = g.Embedded.counts().total()
 	}
-	if info, ok := r.foreign(ours); ok {
-		return fmt.Errorf("%w: this node belongs to cluster %q, but cluster %q (node %s answering) serves this NATS bus under %q; give the node an empty data directory to join that cluster",
-			ErrForeignCluster, ours, info.ClusterID, info.ID, g.Names.Prefix())
+	deadline := time.Now().Add(restartSettle)
+	for {
+		r, err := g.Prober.Probe(probeTimeout)
+		if err != nil {
+			g.Log.Warn("could not ask the bus which clusters serve it", "err", err)
+			return nil
+		}
+		if info, ok := r.foreign(ours); ok {
+			return fmt.Errorf("%w: this node belongs to cluster %q, but cluster %q (node %s answering) serves this NATS bus under %q; give the node an empty data directory to join that cluster",
+				ErrForeignCluster, ours, info.ClusterID, info.ID, g.Names.Prefix())
+		}
+		if len(r.infos) > 0 || links == 0 || time.Now().After(deadline) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("ask the bus which clusters serve it: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
-	return nil
 }

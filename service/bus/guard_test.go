@@ -1,7 +1,9 @@
 package bus
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,11 +11,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/service/internal/testnats"
 	"github.com/concord-io/concord/subjects"
 )
 
@@ -165,5 +169,72 @@ func TestBusWatchFencesAndClears(t *testing.T) {
 	}
 	if got := strings.Join(rec.take(), ", "); got != "release, gauge 0, changed" {
 		t.Fatalf("on clearing the node got %q, want the clock released, the gauge cleared and the loop woken", got)
+	}
+}
+
+// routedPair starts two in-process NATS servers, the second (the node's
+// embedded one) with a route to the first, and waits for the route.
+func routedPair(t *testing.T) (other *server.Server, embedded *Embedded) {
+	t.Helper()
+	start := func(o *server.Options) *server.Server {
+		t.Helper()
+		ns, err := server.NewServer(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go ns.Start()
+		t.Cleanup(ns.Shutdown)
+		if !ns.ReadyForConnections(10 * time.Second) {
+			t.Fatal("nats-server not ready")
+		}
+		return ns
+	}
+	base := func() *server.Options {
+		return &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true,
+			Cluster: server.ClusterOpts{Name: "c", Host: "127.0.0.1", Port: server.RANDOM_PORT}}
+	}
+	other = start(base())
+	o := base()
+	o.Routes = server.RoutesFromStr(fmt.Sprintf("nats-route://%s", other.ClusterAddr()))
+	embedded = &Embedded{Server: start(o), Opts: o}
+	return other, embedded
+}
+
+// A restart behind a route asks again while nobody answers, so a node of
+// another cluster whose servers' interest arrives late is still heard
+// and refused; a lone server's "no responders" is taken at once.
+func TestCheckRestartWaitsForInterestBehindLinks(t *testing.T) {
+	names, _ := subjects.New(subjects.DefaultPrefix)
+	other, embedded := routedPair(t)
+	nc, err := nats.Connect(embedded.Server.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	g := Guard{Prober: NewProber(nc, names), Names: names, Embedded: embedded, Wait: 10 * time.Second,
+		Log: slog.New(slog.DiscardHandler)}
+
+	// The other cluster's node starts answering 300 ms after the check
+	// starts: the first probes hear "no responders".
+	onc, err := nats.Connect(other.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(onc.Close)
+	answer := nodeAnswer(t, "x1", "bbbbbbbbbbbbbbbb")
+	time.AfterFunc(300*time.Millisecond, func() {
+		_, _ = onc.Subscribe(names.Nodes(), func(m *nats.Msg) { _ = m.Respond(answer.Data) })
+	})
+	start := time.Now()
+	err = g.CheckRestart(context.Background(), "aaaaaaaaaaaaaaaa")
+	if !errors.Is(err, ErrForeignCluster) || !strings.Contains(err.Error(), "bbbbbbbbbbbbbbbb") {
+		t.Fatalf("restart beside another cluster whose interest came late: %v (after %s), want a refusal naming it", err, time.Since(start))
+	}
+
+	// Without links, nobody answering is the answer.
+	lone := testnats.Connect(t)
+	g = Guard{Prober: NewProber(lone, names), Names: names, Wait: 10 * time.Second, Log: slog.New(slog.DiscardHandler)}
+	if err := g.CheckRestart(context.Background(), "aaaaaaaaaaaaaaaa"); err != nil {
+		t.Fatalf("restart on a bus of its own: %v, want nil", err)
 	}
 }

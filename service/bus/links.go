@@ -22,6 +22,18 @@ type Embedded struct {
 // route, so one early "no responders" is not evidence yet.
 const bootstrapSettle = time.Second
 
+// restartLinkWait bounds how long a restarting node waits for the
+// embedded server's configured links before it asks the bus which
+// clusters serve it (at most --bootstrap-wait); restartSettle how long it
+// asks again while nobody answers behind links that are up, as a
+// bootstrap's probes must agree for bootstrapSettle. Both delay only a
+// restart whose peers do not answer yet: when a whole cluster starts at
+// once, each node starts up to restartSettle later.
+const (
+	restartLinkWait = 5 * time.Second
+	restartSettle   = bootstrapSettle
+)
+
 // seedSettle is the settle time of an embedded server that listens for
 // routes, leaf nodes or gateways but dials none: the servers that route to
 // it retry about once a second, and until they are back, a cluster behind
