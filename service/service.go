@@ -338,6 +338,9 @@ func (s *Service) Close() error {
 			}
 		}
 		s.wg.Wait()
+		if s.srv != nil {
+			s.srv.Wait() // the held refusals answered, before the connection goes
+		}
 		if s.trans != nil {
 			s.trans.Close()
 		}

@@ -87,7 +87,11 @@ func (s *Server) dispatch(ep subjects.Endpoint, m *nats.Msg, h handler) {
 	r := heldRefusal{ep: ep, m: m, e: e, tenant: tenant, start: time.Now()}
 	if overRate && m.Reply != "" {
 		deadline, _ := decode.Deadline(m, r.start)
-		if s.refusals.hold(r, r.start, deadline) {
+		// Held, a refusal keeps only what its answer needs: not the
+		// body, which may be megabytes, times thousands held.
+		held := r
+		held.m = &nats.Msg{Subject: m.Subject, Reply: m.Reply}
+		if s.refusals.hold(held, r.start, deadline) {
 			return
 		}
 	}
@@ -95,10 +99,17 @@ func (s *Server) dispatch(ep subjects.Endpoint, m *nats.Msg, h handler) {
 }
 
 // answerRefusal answers a request refused without being served, and
-// counts it, with the time from its arrival.
+// counts it, with the time from its arrival; for a held refusal, from
+// when it fell due: the hold is deliberate, and counted in the request
+// latencies it would read as a second-long request whenever a tenant is
+// over its rate.
 func (s *Server) answerRefusal(r heldRefusal) {
 	e := s.Respond(r.m, nil, r.e)
-	s.reqStats.observe(r.ep, time.Since(r.start), e)
+	from := r.start
+	if !r.due.IsZero() {
+		from = r.due
+	}
+	s.reqStats.observe(r.ep, time.Since(from), e)
 	s.countTenant(r.tenant, e)
 }
 

@@ -2,11 +2,18 @@ package serving
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/concord-io/concord/fsm"
+	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/subjects"
 )
 
 // A held refusal is answered no sooner than its delay, or a margin before
@@ -104,4 +111,90 @@ func TestRefusalHoldAnswersAtEnd(t *testing.T) {
 	if h.hold(heldRefusal{m: &nats.Msg{Reply: "late"}}, time.Now(), time.Time{}) {
 		t.Fatal("a refusal was held after the end, with nothing left to answer it")
 	}
+}
+
+// A request over its tenant's rate is held without its body (thousands
+// may be held, and a body may be megabytes), answered 429 after the
+// hold, and its latency counts from when it fell due: the hold is
+// deliberate, not slowness.
+func TestHeldRefusalKeepsNoBodyAndNoHoldInLatency(t *testing.T) {
+	s, nc, n := startServer(t, nil)
+	cmd, err := fsm.Encode(0, &fsm.SetQuota{Tenant: "T", Quota: fsm.Quota{RequestsPerSecond: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Apply(cmd).Error(); err != nil {
+		t.Fatal(err)
+	}
+	names, _ := subjects.New(subjects.DefaultPrefix)
+	body := []byte(`{"key":"k","value":"` + strings.Repeat("v", 100<<10) + `"}`)
+	inbox := nats.NewInbox()
+	replies, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const sent = 5
+	for range sent {
+		m := &nats.Msg{Subject: names.Request(subjects.KVPut), Reply: inbox, Data: body,
+			Header: nats.Header{"Nats-Request-Info": []string{`{"acc":"T"}`}}}
+		if err := nc.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.refusals.mu.Lock()
+		held := slices.Clone(s.refusals.held)
+		s.refusals.mu.Unlock()
+		if len(held) >= sent-2 {
+			for _, r := range held {
+				if len(r.m.Data) != 0 || r.m.Header != nil || r.m.Reply != inbox {
+					t.Fatalf("a held refusal keeps %d bytes of body and header %v (reply %q)", len(r.m.Data), r.m.Header, r.m.Reply)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d refusals held after 10 s, want at least %d", len(held), sent-2)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	refused := 0
+	for range sent {
+		m, err := replies.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("a reply: %v", err)
+		}
+		if m.Header.Get(schema.HeaderErrorCode) == "429" {
+			refused++
+		}
+	}
+	if refused < sent-2 {
+		t.Fatalf("%d of %d over the rate of 1/s refused", refused, sent)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(s.RequestStats())
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "concord_request_duration_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			h := m.GetHistogram()
+			for _, b := range h.GetBucket() {
+				// Every request, the held ones too, well under the hold.
+				if b.GetUpperBound() == 0.5 && b.GetCumulativeCount() != h.GetSampleCount() {
+					t.Fatalf("%d of %d requests counted as taking over 0.5 s: the hold was counted", h.GetSampleCount()-b.GetCumulativeCount(), h.GetSampleCount())
+				}
+			}
+		}
+		return
+	}
+	t.Fatal("no request durations")
 }

@@ -138,8 +138,10 @@ type Server struct {
 	// request counters (tenantrate.go).
 	rates        tenantRates
 	tenantCounts tenantCounters
-	// refusals holds the answers to requests over their tenant's rate.
-	refusals *refusalHold
+	// refusals holds the answers to requests over their tenant's rate;
+	// refusalsDone closes once it has answered the last of them.
+	refusals     *refusalHold
+	refusalsDone chan struct{}
 
 	backupOnce  sync.Once
 	backupStore *backupStore
@@ -166,7 +168,11 @@ func New(ctx context.Context, o Options, node Node, sm State) *Server {
 	s.proposer.stop = ctx
 	s.pool = newWorkerPool(o.MaxInflight, workerIdle, ctx.Done(), s.handle)
 	s.refusals = newRefusalHold(refusalDelay, maxHeldRefusals, s.answerRefusal)
-	go s.refusals.run(ctx)
+	s.refusalsDone = make(chan struct{})
+	go func() {
+		defer close(s.refusalsDone)
+		s.refusals.run(ctx)
+	}()
 	if o.RefusedReplies != nil {
 		// Every reason's series from the start, at 0: an alert on its
 		// increase sees the first refusal, which a series born at 1 hides.
@@ -176,6 +182,11 @@ func New(ctx context.Context, o Options, node Node, sm State) *Server {
 	}
 	return s
 }
+
+// Wait returns once the server's context has ended and every refusal it
+// held has been answered: the node closes its NATS connection only
+// after, so that no held request goes unanswered.
+func (s *Server) Wait() { <-s.refusalsDone }
 
 // ServingSince is when the leader subscription came up (unix
 // nanoseconds), 0 while there is none.
