@@ -27,8 +27,7 @@ func (m metricsSource) LeaseClockRunning() bool {
 	_, running := m.s.clock.now()
 	return running
 }
-func (m metricsSource) MaxLeases() int64 { return m.s.cfg.MaxLeases }
-func (m metricsSource) DataDir() string  { return m.s.cfg.DataDir }
+func (m metricsSource) DataDir() string { return m.s.cfg.DataDir }
 func (m metricsSource) SnapshotDebt() (debt, dueAt uint64) {
 	debt, records := m.s.sm.ReplayDebt()
 	return debt, replica.SnapshotDueAt(records, m.s.cfg.SnapshotThreshold)

@@ -97,8 +97,7 @@ type Source interface {
 	// LeaseClockRunning reports whether this node's lease clock runs
 	// (it leads, and sees no other cluster on the bus).
 	LeaseClockRunning() bool
-	// MaxLeases is the node's --max-leases; DataDir its data directory.
-	MaxLeases() int64
+	// DataDir is the node's data directory.
 	DataDir() string
 	// SnapshotDebt is the commands applied since the newest snapshot,
 	// and the debt at which a busy node takes the next one.
@@ -289,7 +288,7 @@ var (
 	descHasLeader   = prometheus.NewDesc("concord_raft_has_leader", "1 while this node knows a Raft leader (itself included), 0 otherwise.", nil, nil)
 	descVoters      = prometheus.NewDesc("concord_cluster_voters", "Voting members in the Raft configuration this node holds.", nil, nil)
 	descClockRuns   = prometheus.NewDesc("concord_lease_clock_running", "1 while this node's lease clock runs: it leads and sees no other cluster on its prefix. Leases expire only while some node's does.", nil, nil)
-	descLeaseLimit  = prometheus.NewDesc("concord_lease_limit", "The most leases the cluster holds (--max-leases); a grant past it is refused.", nil, nil)
+	descLeaseLimit  = prometheus.NewDesc("concord_lease_limit", "The most leases the cluster holds: the limit in force, which the leader that last set it took from its --max-leases; a grant past it is refused.", nil, nil)
 	descDiskFree    = prometheus.NewDesc("concord_data_dir_free_bytes", "Bytes free to this node on the filesystem of its data directory.", nil, nil)
 	descDiskSize    = prometheus.NewDesc("concord_data_dir_size_bytes", "Size in bytes of the filesystem of this node's data directory.", nil, nil)
 	descReplayDebt  = prometheus.NewDesc("concord_snapshot_replay_commands", "Commands applied since this node's newest snapshot: what a restart would replay after restoring it.", nil, nil)
@@ -307,9 +306,10 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	var rev, now, floor int64
 	var keys, attached, history int
-	var explicit, anon int64
+	var explicit, anon, leaseLimit int64
 	c.src.ReadState(func(st *fsm.State) {
 		rev, now, keys, attached = st.Revision(), st.Now(), st.KeyCount(), st.AttachedKeyCount()
+		leaseLimit = st.Limits().MaxLeases
 		floor, history = st.CompactRevision(), st.HistoryChanges()
 		explicit, anon = st.LeaseCount()
 		collectTenants(st, c.tenants, ch)
@@ -328,7 +328,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descApplied, float64(c.src.AppliedIndex()))
 	ch <- prometheus.MustNewConstMetric(descBatchCount, prometheus.CounterValue, float64(c.src.BatchEntries()))
 	gauge(descClockRuns, boolGauge(c.src.LeaseClockRunning()))
-	gauge(descLeaseLimit, float64(c.src.MaxLeases()))
+	gauge(descLeaseLimit, float64(leaseLimit))
 	debt, due := c.src.SnapshotDebt()
 	gauge(descReplayDebt, float64(debt))
 	gauge(descReplayDue, float64(due))
