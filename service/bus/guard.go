@@ -186,8 +186,13 @@ func (g Guard) waitLinks(ctx context.Context, deadline time.Time) (int, error) {
 func (g Guard) CheckRestart(ctx context.Context, ours string) error {
 	links := 0
 	if g.Embedded != nil {
-		if _, err := g.waitLinks(ctx, time.Now().Add(min(g.Wait, restartLinkWait))); err != nil && ctx.Err() != nil {
-			return fmt.Errorf("ask the bus which clusters serve it: %w", ctx.Err())
+		if _, err := g.waitLinks(ctx, time.Now().Add(min(g.Wait, restartLinkWait))); err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("ask the bus which clusters serve it: %w", ctx.Err())
+			}
+			have := g.Embedded.counts()
+			g.Log.Warn("not every configured NATS link is up; asking the bus which clusters serve it through those that are",
+				"routes", have.routes, "leafs", have.leafs, "gateways", have.gateways)
 		}
 		links = g.Embedded.counts().total()
 	}
