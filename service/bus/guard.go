@@ -178,11 +178,11 @@ func (g Guard) waitLinks(ctx context.Context, deadline time.Time) (int, error) {
 // On the embedded server it first waits a while (restartLinkWait) for the
 // links it was configured with: before they are up, the nodes behind them
 // cannot be heard. And "no responders" just after a link came up may only
-// mean that the interest of the servers behind it has not arrived yet
-// (on a busy machine it took over a second), so while nobody answers it
-// asks again, for restartSettle: a node of another cluster that started
-// with --join was otherwise let through, to be stopped later by the fence
-// with a less direct message.
+// mean that the interest of the servers behind it has not arrived yet,
+// so while nobody answers it asks again, for restartSettle: with one
+// probe, a node of another cluster that started with --join beside other
+// tests' load was let through in one run of two, to be stopped later by
+// the fence with a less direct message.
 func (g Guard) CheckRestart(ctx context.Context, ours string) error {
 	links := 0
 	if g.Embedded != nil {
