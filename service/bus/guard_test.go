@@ -173,30 +173,18 @@ func TestBusWatchFencesAndClears(t *testing.T) {
 }
 
 // routedPair starts two in-process NATS servers, the second (the node's
-// embedded one) with a route to the first, and waits for the route.
+// embedded one) with a route to the first; the route comes up by itself,
+// and CheckRestart waits for it.
 func routedPair(t *testing.T) (other *server.Server, embedded *Embedded) {
 	t.Helper()
-	start := func(o *server.Options) *server.Server {
-		t.Helper()
-		ns, err := server.NewServer(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		go ns.Start()
-		t.Cleanup(ns.Shutdown)
-		if !ns.ReadyForConnections(10 * time.Second) {
-			t.Fatal("nats-server not ready")
-		}
-		return ns
-	}
 	base := func() *server.Options {
 		return &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true,
 			Cluster: server.ClusterOpts{Name: "c", Host: "127.0.0.1", Port: server.RANDOM_PORT}}
 	}
-	other = start(base())
+	other = testnats.Start(t, base())
 	o := base()
 	o.Routes = server.RoutesFromStr(fmt.Sprintf("nats-route://%s", other.ClusterAddr()))
-	embedded = &Embedded{Server: start(o), Opts: o}
+	embedded = &Embedded{Server: testnats.Start(t, o), Opts: o}
 	return other, embedded
 }
 

@@ -14,11 +14,11 @@ import (
 	"github.com/concord-io/concord/schema"
 )
 
-// Connect starts a nats-server for the test and returns a connection to
-// it; both end with the test.
-func Connect(t testing.TB) *nats.Conn {
+// Start starts a nats-server with o for the test, stopped when the test
+// ends, and waits until it takes connections.
+func Start(t testing.TB, o *server.Options) *server.Server {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true})
+	ns, err := server.NewServer(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,6 +27,14 @@ func Connect(t testing.TB) *nats.Conn {
 	if !ns.ReadyForConnections(10 * time.Second) {
 		t.Fatal("nats-server not ready")
 	}
+	return ns
+}
+
+// Connect starts a nats-server for the test and returns a connection to
+// it; both end with the test.
+func Connect(t testing.TB) *nats.Conn {
+	t.Helper()
+	ns := Start(t, &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true})
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
 		t.Fatal(err)
