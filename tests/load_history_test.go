@@ -96,6 +96,10 @@ type workload struct {
 	lastAnswer atomic.Int64
 	maxSilence atomic.Int64
 	polls      []poll
+	// abandoning counts the clients still leaving leases: the poller
+	// goes on until none is, or a key put after its last poll would
+	// never be seen to go.
+	abandoning atomic.Int32
 }
 
 // keptLease is one lease the workload keeps alive, with a key of its own,
@@ -137,6 +141,7 @@ func startWorkload(t *testing.T, c *cluster, clients int) *workload {
 	for i := 0; i < clients; i++ {
 		nc := c.conn()
 		w.wg.Add(3)
+		w.abandoning.Add(1)
 		go w.registers(i, nc)
 		go w.keepLeases(i, nc)
 		go w.abandonLeases(i, nc)
@@ -351,6 +356,7 @@ func (w *workload) keepLease(id, gen int, nc *nats.Conn) bool {
 // abandonLeases leaves, every second, a short lease with a key to expire.
 func (w *workload) abandonLeases(id int, nc *nats.Conn) {
 	defer w.wg.Done()
+	defer w.abandoning.Add(-1)
 	abandon := time.NewTicker(time.Second)
 	defer abandon.Stop()
 	for n := 0; ; n++ {
@@ -377,10 +383,12 @@ func (w *workload) abandonLeases(id int, nc *nats.Conn) {
 }
 
 // poller reads every lease-attached key every 100 ms, linearizably, until
-// the workload stops and every abandoned key is gone.
+// the workload stops and, in a poll begun after the last abandoning
+// client stopped, every abandoned key is gone.
 func (w *workload) poller(nc *nats.Conn) {
 	defer w.wg.Done()
 	for {
+		last := w.stopped() && w.abandoning.Load() == 0 // before the read: it sees every abandoned key's put
 		call := time.Now()
 		data, e, err := request(nc, "concord.kv.get", map[string]any{"prefix": "life.", "keys_only": true}, "", 30*time.Second)
 		if err != nil || e != nil {
@@ -401,7 +409,7 @@ func (w *workload) poller(nc *nats.Conn) {
 		w.polls = append(w.polls, p)
 		aband := strings.Contains(strings.Join(sortedKeys(p.keys), ","), "life.aband.")
 		w.mu.Unlock()
-		if w.stopped() && !aband {
+		if last && !aband {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
