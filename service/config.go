@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/concord-io/concord/schema"
+	"github.com/concord-io/concord/service/console"
 	"github.com/concord-io/concord/service/decode"
 	"github.com/concord-io/concord/service/replica"
 	"github.com/concord-io/concord/subjects"
@@ -353,9 +354,7 @@ func (c *Config) validateConsole() error {
 	if err != nil {
 		return fmt.Errorf("%w: --console-listen %q: %v", ErrConfig, c.ConsoleListen, err)
 	}
-	ip := net.ParseIP(host)
-	loopback := host == "localhost" || (ip != nil && ip.IsLoopback())
-	if !loopback && c.ConsolePassword == "" {
+	if !console.LoopbackHost(host) && c.ConsolePassword == "" {
 		return fmt.Errorf("%w: --console-listen %s is not a loopback address, and the console has no password: set CONCORD_CONSOLE_PASSWORD or --console-password-file", ErrConfig, c.ConsoleListen)
 	}
 	if c.ConsolePassword != "" && c.ConsoleUser == "" {

@@ -186,15 +186,16 @@ func (g Guard) waitLinks(ctx context.Context, deadline time.Time) (int, error) {
 func (g Guard) CheckRestart(ctx context.Context, ours string) error {
 	links := 0
 	if g.Embedded != nil {
-		if _, err := g.waitLinks(ctx, time.Now().Add(min(g.Wait, restartLinkWait))); err != nil {
+		var err error
+		if links, err = g.waitLinks(ctx, time.Now().Add(min(g.Wait, restartLinkWait))); err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("ask the bus which clusters serve it: %w", ctx.Err())
 			}
 			have := g.Embedded.counts()
+			links = have.total()
 			g.Log.Warn("not every configured NATS link is up; asking the bus which clusters serve it through those that are",
 				"routes", have.routes, "leafs", have.leafs, "gateways", have.gateways)
 		}
-		links = g.Embedded.counts().total()
 	}
 	deadline := time.Now().Add(restartSettle)
 	for {

@@ -32,6 +32,7 @@ type refusalHold struct {
 	held   refusalHeap
 	closed bool          // run has returned: nothing more is held
 	wake   chan struct{} // a request was held, maybe before the next due
+	done   chan struct{} // closed when run returns, every held refusal answered
 }
 
 // heldRefusal is a request refused without being served: its endpoint,
@@ -46,7 +47,7 @@ type heldRefusal struct {
 }
 
 func newRefusalHold(delay time.Duration, max int, answer func(heldRefusal)) *refusalHold {
-	return &refusalHold{delay: delay, max: max, answer: answer, wake: make(chan struct{}, 1)}
+	return &refusalHold{delay: delay, max: max, answer: answer, wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // hold keeps r (whose due it sets) to be answered at now+delay, or a margin before deadline
@@ -82,6 +83,7 @@ const heldMargin = 50 * time.Millisecond
 // run answers held refusals as they fall due, until ctx ends; then it
 // answers the rest at once.
 func (h *refusalHold) run(ctx context.Context) {
+	defer close(h.done)
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {

@@ -138,10 +138,8 @@ type Server struct {
 	// request counters (tenantrate.go).
 	rates        tenantRates
 	tenantCounts tenantCounters
-	// refusals holds the answers to requests over their tenant's rate;
-	// refusalsDone closes once it has answered the last of them.
-	refusals     *refusalHold
-	refusalsDone chan struct{}
+	// refusals holds the answers to requests over their tenant's rate.
+	refusals *refusalHold
 
 	backupOnce  sync.Once
 	backupStore *backupStore
@@ -168,11 +166,7 @@ func New(ctx context.Context, o Options, node Node, sm State) *Server {
 	s.proposer.stop = ctx
 	s.pool = newWorkerPool(o.MaxInflight, workerIdle, ctx.Done(), s.handle)
 	s.refusals = newRefusalHold(refusalDelay, maxHeldRefusals, s.answerRefusal)
-	s.refusalsDone = make(chan struct{})
-	go func() {
-		defer close(s.refusalsDone)
-		s.refusals.run(ctx)
-	}()
+	go s.refusals.run(ctx)
 	if o.RefusedReplies != nil {
 		// Every reason's series from the start, at 0: an alert on its
 		// increase sees the first refusal, which a series born at 1 hides.
@@ -186,7 +180,7 @@ func New(ctx context.Context, o Options, node Node, sm State) *Server {
 // Wait returns once the server's context has ended and every refusal it
 // held has been answered: the node closes its NATS connection only
 // after, so that no held request goes unanswered.
-func (s *Server) Wait() { <-s.refusalsDone }
+func (s *Server) Wait() { <-s.refusals.done }
 
 // ServingSince is when the leader subscription came up (unix
 // nanoseconds), 0 while there is none.
