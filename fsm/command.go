@@ -26,6 +26,11 @@ const (
 // headerLen is format byte + op byte + 8-byte lease-clock stamp.
 const headerLen = 10
 
+// maxNow bounds the lease-clock stamp Decode accepts, in milliseconds
+// (146 million years): far above any clock, and low enough that deadlines
+// and ages computed from it cannot overflow.
+const maxNow = 1 << 62
+
 // Grant creates a lease.
 type Grant struct {
 	// ID is the requested id, or 0 to take the next from the counter.
@@ -243,6 +248,9 @@ func Decode(data []byte) (Command, error) {
 		return Command{}, fmt.Errorf("%w: unknown format %d", ErrBadCommand, data[0])
 	}
 	c := Command{Op: Op(data[1]), Now: int64(binary.BigEndian.Uint64(data[2:]))}
+	if c.Now < 0 || c.Now > maxNow {
+		return Command{}, fmt.Errorf("%w: lease clock %d is outside 0 to %d", ErrBadCommand, c.Now, int64(maxNow))
+	}
 	r := decoder{buf: data[headerLen:]}
 	switch data[0] {
 	case formatKeyed:
@@ -283,8 +291,13 @@ func isSingle(format byte) bool {
 }
 
 func (d decoder) put() (*Put, decoder) {
-	p := &Put{Key: string(d.bytes()), Value: d.json(), Lease: d.varint(), TTL: d.varint()}
-	if p.Value == nil && d.err == nil {
+	p := &Put{Key: string(d.bytes()), Value: d.json(), Lease: d.varint(), TTL: d.ttl()}
+	switch {
+	case d.err != nil:
+	case p.Key == "":
+		// "" is where a range over every key starts, not a key.
+		d.err = errors.New("put of the empty key")
+	case p.Value == nil:
 		d.err = errors.New("put without a value")
 	}
 	f := d.flags()
@@ -393,7 +406,17 @@ func (d *decoder) fail(what string) {
 	d.buf = nil
 }
 
-func (d *decoder) varint() int64   { return readVarint(d, binary.Varint, "integer") }
+func (d *decoder) varint() int64 { return readVarint(d, binary.Varint, "integer") }
+
+// ttl reads a ttl in seconds, 0 (none) to schema.MaxTTL: with the lease
+// clock under maxNow, a deadline now+ttl*1000 cannot overflow.
+func (d *decoder) ttl() int64 {
+	v := d.varint()
+	if d.err == nil && (v < 0 || v > schema.MaxTTL) {
+		d.err = fmt.Errorf("ttl %d is outside 0 to %d", v, schema.MaxTTL)
+	}
+	return v
+}
 func (d *decoder) uvarint() uint64 { return readVarint(d, binary.Uvarint, "length") }
 
 // readVarint reads one varint with read (binary.Varint or Uvarint); a

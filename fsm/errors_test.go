@@ -26,6 +26,7 @@ var wantWireName = map[string]struct {
 	"ErrLeaseConflict":       {ErrLeaseConflict, schema.ErrLeaseConflict},
 	"ErrLimitExceeded":       {ErrLimitExceeded, schema.ErrLimitExceeded},
 	"ErrTenantUnavailable":   {ErrTenantUnavailable, schema.ErrUnavailable},
+	"ErrImportConflict":      {ErrImportConflict, schema.ErrInvalidRequest},
 	"ErrTooLarge":            {ErrTooLarge, schema.ErrTooLarge},
 	"ErrIdempotencyConflict": {ErrIdempotencyConflict, schema.ErrIdempotencyConflict},
 	"ErrCompacted":           {ErrCompacted, schema.ErrCompacted},

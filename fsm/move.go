@@ -91,6 +91,47 @@ type MovedIdem struct {
 // was changed.
 var ErrTenantUnavailable = newSentinel("tenant unavailable", schema.ErrUnavailable)
 
+// ErrImportConflict: a chunk of a move names a lease, key or idempotency
+// key the target already holds for the tenant, or attaches a key to a
+// lease it does not hold; nothing was changed.
+var ErrImportConflict = newSentinel("import conflict", schema.ErrInvalidRequest)
+
+// Check refuses a move step no replica may apply, whatever the state: a
+// tenant that cannot move, an unknown phase, a malformed chunk or one that
+// names a lease, key or idempotency key twice. Decode calls it, so an
+// entry that decodes never fails for its shape; the service calls it to
+// refuse such a request before it is proposed.
+func (m *TenantMove) Check() error {
+	if m.Tenant == DefaultTenant || ValidateTenant(m.Tenant) != nil {
+		return fmt.Errorf("a move names tenant %q", m.Tenant)
+	}
+	if m.Phase < MoveFence || m.Phase > MoveAbort {
+		return fmt.Errorf("move phase %d", m.Phase)
+	}
+	leases := make(map[int64]bool, len(m.Leases))
+	for _, l := range m.Leases {
+		if l.ID < 1 || l.ID > MaxLeaseID || l.TTL < 1 || l.TTL > schema.MaxTTL || l.RemainingMS < 0 || l.RemainingMS > schema.MaxTTL*1000 || leases[l.ID] {
+			return fmt.Errorf("lease %d of the chunk is malformed or named twice", l.ID)
+		}
+		leases[l.ID] = true
+	}
+	keys := make(map[string]bool, len(m.Keys))
+	for _, k := range m.Keys {
+		if k.Key == "" || len(k.Value) == 0 || k.Version < 1 || k.Lease < 0 || k.Lease > MaxLeaseID || keys[k.Key] {
+			return fmt.Errorf("key %q of the chunk is malformed or named twice", k.Key)
+		}
+		keys[k.Key] = true
+	}
+	idem := make(map[string]bool, len(m.Idempotency))
+	for _, e := range m.Idempotency {
+		if e.Key == "" || len(e.Reply) == 0 || idem[e.Key] {
+			return fmt.Errorf("idempotency key %q of the chunk is malformed or named twice", e.Key)
+		}
+		idem[e.Key] = true
+	}
+	return nil
+}
+
 // tenantRefusal is the error a request of the current space gets while the
 // space is not active, or nil.
 func (s *State) tenantRefusal() error {
@@ -116,9 +157,6 @@ func (s *State) TenantRefusal(tenant string) error {
 }
 
 func (s *State) moveTenant(now int64, m *TenantMove) (any, error) {
-	if m.Tenant == DefaultTenant || ValidateTenant(m.Tenant) != nil {
-		return nil, errf(ErrBadCommand, "a move names tenant %q", m.Tenant)
-	}
 	sp := s.spaces[m.Tenant]
 	status := tenantActive
 	if sp != nil {
@@ -134,17 +172,18 @@ func (s *State) moveTenant(now int64, m *TenantMove) (any, error) {
 		}
 		sp.status, sp.movedTo, sp.fencedAt = tenantMoving, m.To, now
 	case MoveImport:
-		switch {
-		case sp == nil:
+		if sp != nil && status != tenantImporting {
+			return nil, wrong()
+		}
+		if err := s.importConflict(m); err != nil {
+			return nil, err
+		}
+		if sp == nil {
 			sp = newSpace(m.Tenant)
 			sp.status = tenantImporting
 			s.addSpace(sp)
-		case status != tenantImporting:
-			return nil, wrong()
 		}
-		if err := s.importChunk(sp, now, m); err != nil {
-			return nil, err
-		}
+		s.importChunk(sp, now, m)
 	case MoveActivate:
 		if sp == nil || status != tenantImporting {
 			return nil, wrong()
@@ -178,47 +217,68 @@ func (s *State) moveTenant(now int64, m *TenantMove) (any, error) {
 		default:
 			return nil, wrong()
 		}
-	default:
+	default: // refused by Check when the entry was decoded
 		return nil, errf(ErrBadCommand, "move phase %d", m.Phase)
 	}
 	return &schema.ClusterTenantMoveReply{Tenant: m.Tenant, Revision: s.revision}, nil
 }
 
-// importChunk writes a chunk of a moving tenant into sp, leases first. The
-// keys carry the current revision, and sp's history starts there.
-func (s *State) importChunk(sp *space, now int64, m *TenantMove) error {
-	t := s.In(sp.name)
-	t.applying = false
+// importConflict returns the error of a chunk that names what the tenant
+// holds here already, or attaches a key to a lease neither the tenant nor
+// the chunk holds.
+// It runs before anything is written, so a refused chunk changes nothing.
+func (s *State) importConflict(m *TenantMove) error {
+	t := s.In(m.Tenant)
+	inChunk := make(map[int64]bool, len(m.Leases))
 	for _, l := range m.Leases {
-		if l.ID < 1 || l.ID > MaxLeaseID || l.TTL < 1 || l.RemainingMS < 0 || t.getLease(l.ID) != nil {
-			return errf(ErrBadCommand, "move of tenant %s: lease %d is malformed or imported twice", sp.name, l.ID)
+		if t.getLease(l.ID) != nil {
+			return errf(ErrImportConflict, "move of tenant %s: lease %d is here already; nothing was changed", m.Tenant, l.ID)
+		}
+		inChunk[l.ID] = true
+	}
+	for _, k := range m.Keys {
+		if t.getRecord(k.Key) != nil {
+			return errf(ErrImportConflict, "move of tenant %s: key %q is here already; nothing was changed", m.Tenant, k.Key)
+		}
+		if k.Lease != 0 && !inChunk[k.Lease] && t.getLease(k.Lease) == nil {
+			return errf(ErrImportConflict, "move of tenant %s: key %q names lease %d, which was not imported; nothing was changed", m.Tenant, k.Key, k.Lease)
 		}
 	}
+	for _, e := range m.Idempotency {
+		if _, ok := t.space.idemByKey.Get(&idemEntry{key: e.Key}); ok {
+			return errf(ErrImportConflict, "move of tenant %s: idempotency key %q is here already; nothing was changed", m.Tenant, e.Key)
+		}
+	}
+	return nil
+}
+
+// importChunk writes a chunk of a moving tenant into sp, leases first; Check
+// and importConflict have refused every chunk it could not write whole. The
+// keys carry the current revision, and sp's history starts there.
+func (s *State) importChunk(sp *space, now int64, m *TenantMove) {
+	t := s.In(sp.name)
+	t.applying = false
 	for _, l := range m.Leases {
 		t.setLease(&lease{id: l.ID, ttl: l.TTL, deadline: now + l.RemainingMS, grantedRevision: s.revision,
 			anonymous: l.Anonymous, metadata: l.Metadata})
 		sp.nextLeaseID = max(sp.nextLeaseID, l.ID+1)
 	}
+	if len(m.Keys) > 0 && s.revision == 0 {
+		// Revision 0 is the revision of a key that does not exist: a
+		// compare of mod_revision with 0 must not hold for an imported
+		// key. A cluster that never wrote takes revision 1 for it.
+		s.revision = 1
+	}
 	for _, k := range m.Keys {
-		if k.Key == "" || len(k.Value) == 0 || k.Version < 1 || t.getRecord(k.Key) != nil {
-			return errf(ErrBadCommand, "move of tenant %s: key %q is malformed or imported twice", sp.name, k.Key)
-		}
 		rec := &record{key: k.Key, value: k.Value, createRevision: s.revision, modRevision: s.revision, version: k.Version,
 			lease: k.Lease, extra: newExtra(k.ContentType, k.Metadata)}
 		if k.Lease != 0 {
-			l := t.getLease(k.Lease)
-			if l == nil {
-				return errf(ErrBadCommand, "move of tenant %s: key %q names lease %d, not imported", sp.name, k.Key, k.Lease)
-			}
-			t.attach(l, k.Key)
+			t.attach(t.getLease(k.Lease), k.Key)
 		}
 		sp.kv.ReplaceOrInsert(rec)
 		sp.valueBytes += rec.size()
 	}
 	for _, e := range m.Idempotency {
-		if e.Key == "" || len(e.Reply) == 0 {
-			return errf(ErrBadCommand, "move of tenant %s: a malformed idempotency entry", sp.name)
-		}
 		sp.idemSeq++
 		ie := &idemEntry{key: e.Key, hash: e.Hash, revision: s.revision, seq: sp.idemSeq, reply: e.Reply}
 		sp.idemByKey.ReplaceOrInsert(ie)
@@ -229,7 +289,6 @@ func (s *State) importChunk(sp *space, now int64, m *TenantMove) error {
 	// The keys' revision is the current one, which holds no change of
 	// this space: its history starts above it.
 	t.space.hist.floor = max(t.space.hist.floor, s.revision)
-	return nil
 }
 
 // thaw moves every lease of sp later by d milliseconds.
@@ -407,7 +466,7 @@ func (w encoder) tenantMove(m *TenantMove) encoder {
 func (d decoder) tenantMove() (*TenantMove, decoder) {
 	m := &TenantMove{Tenant: string(d.bytes()), Phase: d.flags(), To: string(d.bytes()), NextLeaseID: d.varint()}
 	for n := d.count(); n > 0 && d.err == nil; n-- {
-		m.Leases = append(m.Leases, MovedLease{ID: d.varint(), TTL: d.varint(), RemainingMS: d.varint(), Anonymous: d.flags()&1 != 0, Metadata: d.json()})
+		m.Leases = append(m.Leases, MovedLease{ID: d.varint(), TTL: d.ttl(), RemainingMS: d.varint(), Anonymous: d.flags()&1 != 0, Metadata: d.json()})
 	}
 	for n := d.count(); n > 0 && d.err == nil; n-- {
 		m.Keys = append(m.Keys, MovedKey{Key: string(d.bytes()), Value: d.json(), Version: d.varint(), Lease: d.varint(),
@@ -423,6 +482,9 @@ func (d decoder) tenantMove() (*TenantMove, decoder) {
 		d.buf = d.buf[len(e.Hash):]
 		e.Reply = d.json()
 		m.Idempotency = append(m.Idempotency, e)
+	}
+	if d.err == nil {
+		d.err = m.Check()
 	}
 	return m, d
 }

@@ -1,7 +1,9 @@
 package fsm
 
 import (
+	"bytes"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -190,4 +192,92 @@ func TestTenantExportPageBytes(t *testing.T) {
 	}
 	eq(t, "keys after a", []string{p.Keys[0].Key, p.Keys[1].Key}, []string{"b", "c"})
 	eq(t, "no more", p.More, false)
+}
+
+// A move step whose shape no state could accept does not decode: Check
+// refuses it, so no replica applies it and Apply fails with ErrBadCommand.
+func TestDecodeRefusesMalformedMoveSteps(t *testing.T) {
+	lease := MovedLease{ID: 1, TTL: 10, RemainingMS: 5}
+	key := MovedKey{Key: "k", Value: val(`1`), Version: 1}
+	idem := MovedIdem{Key: "r", Reply: val(`{}`)}
+	for _, m := range []*TenantMove{
+		{Tenant: DefaultTenant, Phase: MoveFence, To: "x"},
+		{Tenant: "a.b", Phase: MoveFence, To: "x"},
+		{Tenant: "A", Phase: 0},
+		{Tenant: "A", Phase: MoveAbort + 1},
+		{Tenant: "A", Phase: MoveImport, Leases: []MovedLease{{ID: 0, TTL: 1}}},
+		{Tenant: "A", Phase: MoveImport, Leases: []MovedLease{{ID: MaxLeaseID + 1, TTL: 1}}},
+		{Tenant: "A", Phase: MoveImport, Leases: []MovedLease{{ID: 1, TTL: 0}}},
+		{Tenant: "A", Phase: MoveImport, Leases: []MovedLease{{ID: 1, TTL: 1, RemainingMS: -1}}},
+		{Tenant: "A", Phase: MoveImport, Leases: []MovedLease{lease, lease}},
+		{Tenant: "A", Phase: MoveImport, Keys: []MovedKey{{Value: val(`1`), Version: 1}}},
+		{Tenant: "A", Phase: MoveImport, Keys: []MovedKey{{Key: "k", Version: 1}}},
+		{Tenant: "A", Phase: MoveImport, Keys: []MovedKey{{Key: "k", Value: val(`1`)}}},
+		{Tenant: "A", Phase: MoveImport, Keys: []MovedKey{{Key: "k", Value: val(`1`), Version: 1, Lease: -1}}},
+		{Tenant: "A", Phase: MoveImport, Keys: []MovedKey{key, key}},
+		{Tenant: "A", Phase: MoveImport, Idempotency: []MovedIdem{{Reply: val(`{}`)}}},
+		{Tenant: "A", Phase: MoveImport, Idempotency: []MovedIdem{{Key: "r"}}},
+		{Tenant: "A", Phase: MoveImport, Idempotency: []MovedIdem{idem, idem}},
+	} {
+		data := encode(t, t0, m)
+		if _, err := Decode(data); !errors.Is(err, ErrBadCommand) {
+			t.Errorf("move step %+v decoded: %v", m, err)
+		}
+	}
+	// The same chunk with its names once decodes, so the cases above fail
+	// for the reason they name.
+	good := &TenantMove{Tenant: "A", Phase: MoveImport, Leases: []MovedLease{lease}, Keys: []MovedKey{key}, Idempotency: []MovedIdem{idem}}
+	if _, err := Decode(encode(t, t0, good)); err != nil {
+		t.Fatalf("control step: %v", err)
+	}
+}
+
+// A chunk that names what the target holds for the tenant already, or
+// attaches a key to a lease neither holds, is refused whole: not one of
+// its leases, keys or idempotency entries is written, and a first chunk
+// refused leaves no space behind.
+func TestImportConflictChangesNothing(t *testing.T) {
+	s := New()
+	mustApply(t, s, t0, &Grant{TTL: 10}) // the clock at t0, where it stays
+	// A first chunk whose key names a lease nowhere: no space for A.
+	before := snapBytes(s)
+	r := apply(t, s, t0, &TenantMove{Tenant: "A", Phase: MoveImport, Leases: []MovedLease{{ID: 1, TTL: 10, RemainingMS: 5}},
+		Keys: []MovedKey{{Key: "k", Value: val(`1`), Version: 1, Lease: 2}}})
+	if !errors.Is(r.Err, ErrImportConflict) {
+		t.Fatalf("key naming a lease not imported: %v", r.Err)
+	}
+	if !bytes.Equal(before, snapBytes(s)) || slices.Contains(s.Tenants(), "A") {
+		t.Fatalf("a refused first chunk changed the state; tenants %v", s.Tenants())
+	}
+	mustApply(t, s, t0, &TenantMove{Tenant: "A", Phase: MoveImport, Leases: []MovedLease{{ID: 1, TTL: 10, RemainingMS: 5}},
+		Keys: []MovedKey{{Key: "k", Value: val(`1`), Version: 1, Lease: 1}}, Idempotency: []MovedIdem{{Key: "r", Reply: val(`{}`)}}})
+	fresh := MovedLease{ID: 9, TTL: 10, RemainingMS: 5}
+	before = snapBytes(s)
+	for _, c := range []struct {
+		what string
+		m    *TenantMove
+	}{
+		{"lease 1 is here already", &TenantMove{Leases: []MovedLease{fresh, {ID: 1, TTL: 3}}}},
+		{`key "k" is here already`, &TenantMove{Leases: []MovedLease{fresh}, Keys: []MovedKey{{Key: "k", Value: val(`2`), Version: 1}}}},
+		{`key "j" names lease 4`, &TenantMove{Leases: []MovedLease{fresh}, Keys: []MovedKey{{Key: "i", Value: val(`2`), Version: 1, Lease: 9},
+			{Key: "j", Value: val(`2`), Version: 1, Lease: 4}}}},
+		{`idempotency key "r" is here already`, &TenantMove{Leases: []MovedLease{fresh}, Idempotency: []MovedIdem{{Key: "r", Reply: val(`{}`)}}}},
+	} {
+		c.m.Tenant, c.m.Phase = "A", MoveImport
+		r := apply(t, s, t0, c.m)
+		if !errors.Is(r.Err, ErrImportConflict) || !strings.Contains(r.Err.Error(), c.what) {
+			t.Errorf("%s: %v", c.what, r.Err)
+		}
+		if name, _ := WireName(r.Err); name != schema.ErrInvalidRequest {
+			t.Errorf("%s: wire name %q", c.what, name)
+		}
+	}
+	if !bytes.Equal(before, snapBytes(s)) {
+		t.Fatal("a refused chunk changed the state")
+	}
+	// A key of a later chunk may name a lease of an earlier one.
+	mustApply(t, s, t0, &TenantMove{Tenant: "A", Phase: MoveImport, Keys: []MovedKey{{Key: "k2", Value: val(`2`), Version: 1, Lease: 1}}})
+	if err := checkInvariants(s); err != nil {
+		t.Fatal(err)
+	}
 }

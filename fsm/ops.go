@@ -72,14 +72,14 @@ var ops = [...]opSpec{
 	OpGrant: opEntry("grant", keyRemembered,
 		func(w encoder, b *Grant) encoder { w.varint(b.ID); w.varint(b.TTL); w.bytes(b.Metadata); return w },
 		func(d decoder) (*Grant, decoder) {
-			b := &Grant{ID: d.varint(), TTL: d.varint(), Metadata: d.json()}
+			b := &Grant{ID: d.varint(), TTL: d.ttl(), Metadata: d.json()}
 			return b, d
 		},
 		applyReply((*State).grant)),
 
 	OpKeepAlive: opEntry("keepalive", keyRemembered,
 		func(w encoder, b *KeepAlive) encoder { w.varint(b.ID); w.varint(b.TTL); return w },
-		func(d decoder) (*KeepAlive, decoder) { b := &KeepAlive{ID: d.varint(), TTL: d.varint()}; return b, d },
+		func(d decoder) (*KeepAlive, decoder) { b := &KeepAlive{ID: d.varint(), TTL: d.ttl()}; return b, d },
 		applyReply((*State).keepAlive)),
 
 	OpRevoke: opEntry("revoke", keyRemembered,
@@ -150,6 +150,9 @@ var ops = [...]opSpec{
 				f[i] = d.varint()
 			}
 			b.Quota = quotaOf(f)
+			if d.err == nil {
+				d.err = b.check()
+			}
 			return b, d
 		},
 		applyReply((*State).setQuota)),

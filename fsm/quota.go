@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/concord-io/concord/schema"
@@ -116,15 +117,21 @@ func (s *State) Quotas() map[string]Quota {
 	return out
 }
 
-func (s *State) setQuota(_ int64, q *SetQuota) (any, error) {
+// check refuses a SetQuota no replica may apply. Decode calls it, so an
+// entry that decodes always applies.
+func (q *SetQuota) check() error {
 	if err := ValidateQuotaTenant(q.Tenant); err != nil {
-		return nil, err
+		return err
 	}
 	for _, v := range q.Quota.fields() {
 		if v < 0 {
-			return nil, fmt.Errorf("%w: a negative quota", ErrBadCommand)
+			return errors.New("a negative quota")
 		}
 	}
+	return nil
+}
+
+func (s *State) setQuota(_ int64, q *SetQuota) (any, error) {
 	// A new map, never a change to the old: views and snapshots share
 	// the map they were taken with.
 	quotas := make(map[string]Quota, len(s.quotas)+1)

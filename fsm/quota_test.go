@@ -66,11 +66,21 @@ func TestQuotasRefuseAtTheLimit(t *testing.T) {
 	for range 8 {
 		mustApply(t, s, t0, &Grant{TTL: 10})
 	}
-	// Bad quota commands change nothing.
-	for _, bad := range []*SetQuota{{Tenant: DefaultTenant}, {Tenant: "a.b"}, {Tenant: "C", Quota: Quota{Keys: -1}}} {
-		if r := apply(t, s, t0, bad); !errors.Is(r.Err, ErrBadCommand) {
+	// Bad quota commands do not decode, so no replica applies one and the
+	// state is unchanged.
+	before := snapBytes(s)
+	for _, bad := range []*SetQuota{{Tenant: DefaultTenant}, {Tenant: "a.b"}, {Tenant: "C", Quota: Quota{Keys: -1}},
+		{Tenant: QuotaDefault, Quota: Quota{RequestsPerSecond: -5}}} {
+		data := encode(t, t0, bad)
+		if _, err := Decode(data); !errors.Is(err, ErrBadCommand) {
+			t.Errorf("quota %+v decoded: %v", bad, err)
+		}
+		if r := s.Apply(data); !errors.Is(r.Err, ErrBadCommand) {
 			t.Fatalf("quota %+v: %v", bad, r.Err)
 		}
+	}
+	if !bytes.Equal(before, snapBytes(s)) {
+		t.Fatal("a refused quota changed the state")
 	}
 	if err := checkInvariants(s); err != nil {
 		t.Fatal(err)

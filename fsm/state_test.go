@@ -191,6 +191,10 @@ func FuzzDecodeApply(f *testing.F) {
 		&Put{Key: "a.b", Value: val(`1`), Lease: 1}, &Put{Key: "t", Value: val(`"x"`), TTL: 2, PrevKV: true},
 		&Delete{Key: "", IsPrefix: true, PrevKV: true}, &Expire{IDs: []int64{1, 2}}, &Expire{}, &Limits{MaxLeases: 2, MaxKeysPerLease: 2},
 		&Limits{MaxLeases: 2, MaxKeysPerLease: 2, HistoryRevisions: 3, HistoryAgeMS: 1_000}, &KeepAliveMany{IDs: []int64{1, 2, 1}}, &KeepAliveMany{},
+		&SetQuota{Tenant: "A", Quota: Quota{Leases: 1, Keys: 2}}, &SetQuota{Tenant: "A", Quota: Quota{Keys: -1}}, &SetQuota{Tenant: QuotaDefault, Clear: true},
+		&TenantMove{Tenant: "A", Phase: MoveImport, Leases: []MovedLease{{ID: 2, TTL: 5, RemainingMS: 10}},
+			Keys: []MovedKey{{Key: "m", Value: val(`1`), Version: 2, Lease: 2}}, Idempotency: []MovedIdem{{Key: "r", Reply: val(`{}`)}}},
+		&TenantMove{Tenant: "A", Phase: MoveFence, To: "c2"}, &TenantMove{Tenant: "A", Phase: MoveActivate, NextLeaseID: 3},
 	} {
 		data, err := Encode(t0+1_000, b)
 		if err != nil {
@@ -458,4 +462,36 @@ func TestSetLimitsOlderEncodings(t *testing.T) {
 		}
 		eq(t, fmt.Sprintf("limits from %d bytes", n), s.Limits(), want)
 	}
+}
+
+// A lease-clock stamp or a ttl out of range does not decode: with both in
+// range a deadline cannot overflow, and one that wrapped would expire a
+// lease early. Nor does a put of the empty key, which no range returns.
+func TestDecodeRefusesClockTTLAndKeyOutOfRange(t *testing.T) {
+	for _, c := range []struct {
+		now  int64
+		body any
+	}{
+		{-1, &Grant{TTL: 1}},
+		{maxNow + 1, &Grant{TTL: 1}},
+		{t0, &Grant{TTL: -1}},
+		{t0, &Grant{TTL: schema.MaxTTL + 1}},
+		{t0, &KeepAlive{ID: 1, TTL: schema.MaxTTL + 1}},
+		{t0, &Put{Key: "k", Value: val(`1`), TTL: -2}},
+		{t0, &Put{Key: "", Value: val(`1`)}},
+		{t0, &Txn{Success: []TxnOp{{Put: &Put{Key: "k", Value: val(`1`), TTL: schema.MaxTTL + 1}}}}},
+		{t0, &TenantMove{Tenant: "A", Phase: MoveImport, Leases: []MovedLease{{ID: 1, TTL: 1, RemainingMS: schema.MaxTTL*1000 + 1}}}},
+	} {
+		if _, err := Decode(encode(t, c.now, c.body)); !errors.Is(err, ErrBadCommand) {
+			t.Errorf("%T %+v at %d decoded: %v", c.body, c.body, c.now, err)
+		}
+	}
+	// The bounds themselves decode and apply, and the deadline is exact.
+	s := New()
+	mustApply(t, s, maxNow, &Grant{TTL: schema.MaxTTL})
+	li, err := s.LeaseInfo(1, false, maxNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "remaining at the bounds", li.RemainingMS, int64(schema.MaxTTL*1000))
 }

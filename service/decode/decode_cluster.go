@@ -209,6 +209,10 @@ func (d *Decoder) TenantMove(data []byte) (*fsm.TenantMove, *schema.Error) {
 		}
 		m.Idempotency = append(m.Idempotency, fsm.MovedIdem{Key: e.Key, Hash: h, Reply: reply})
 	}
+	// What is left for Check is a name given twice in one chunk.
+	if err := m.Check(); err != nil {
+		return nil, Invalid("%v", err)
+	}
 	return m, nil
 }
 

@@ -55,6 +55,9 @@ func TestTenantClusterDecoders(t *testing.T) {
 		{"large value", `{"tenant":"A","phase":"import","keys":[{"key":"k","value":"` + strings.Repeat("x", 20) + `","version":1}]}`, "keys[0].value is 22 bytes", schema.ErrTooLarge, moveOf(d)},
 		{"metadata not an object", `{"tenant":"A","phase":"import","keys":[{"key":"k","value":1,"version":1,"metadata":[1]}]}`, "keys[0].metadata must be a JSON object", "", moveOf(d)},
 		{"bad hash", `{"tenant":"A","phase":"import","idempotency":[{"key":"r","hash":"00","reply":{}}]}`, "idempotency[0].hash", "", moveOf(d)},
+		{"a lease twice", `{"tenant":"A","phase":"import","leases":[{"id":3,"ttl":1,"remaining_ms":0},{"id":3,"ttl":2,"remaining_ms":0}]}`, "lease 3 of the chunk is malformed or named twice", "", moveOf(d)},
+		{"a key twice", `{"tenant":"A","phase":"import","keys":[{"key":"k","value":1,"version":1},{"key":"k","value":2,"version":1}]}`, `key "k" of the chunk is malformed or named twice`, "", moveOf(d)},
+		{"an idempotency key twice", `{"tenant":"A","phase":"import","idempotency":[{"key":"r","hash":"` + strings.Repeat("0a", 32) + `","reply":{}},{"key":"r","hash":"` + strings.Repeat("0b", 32) + `","reply":{}}]}`, `idempotency key "r" of the chunk`, "", moveOf(d)},
 		{"export section", `{"tenant":"A","section":"values"}`, "section must be", "", exportOf(d)},
 		{"export limit", `{"tenant":"A","section":"keys","limit":10001}`, "limit must be from 1 to 10000", "", exportOf(d)},
 	} {
