@@ -117,7 +117,7 @@ func (m *TenantMove) Check() error {
 	}
 	keys := make(map[string]bool, len(m.Keys))
 	for _, k := range m.Keys {
-		if k.Key == "" || len(k.Value) == 0 || k.Version < 1 || k.Lease < 0 || k.Lease > MaxLeaseID || keys[k.Key] {
+		if k.Key == "" || len(k.Value) == 0 || k.Version < 1 || k.Version > schema.MaxRevision || k.Lease < 0 || k.Lease > MaxLeaseID || keys[k.Key] {
 			return fmt.Errorf("key %q of the chunk is malformed or named twice", k.Key)
 		}
 		keys[k.Key] = true
@@ -188,6 +188,9 @@ func (s *State) moveTenant(now int64, m *TenantMove) (any, error) {
 		if sp == nil || status != tenantImporting {
 			return nil, wrong()
 		}
+		if id, ok := keylessAnonymousLease(sp); ok {
+			return nil, errf(ErrImportConflict, "move of tenant %s: anonymous lease %d has no key; import its key or abort the move; nothing was changed", m.Tenant, id)
+		}
 		sp.status = tenantActive
 		sp.nextLeaseID = max(sp.nextLeaseID, m.NextLeaseID)
 	case MoveFinish:
@@ -214,6 +217,7 @@ func (s *State) moveTenant(now int64, m *TenantMove) (any, error) {
 			s.leaseTotal -= int64(sp.leases.Len())
 			delete(s.spaces, sp.name)
 			s.dropName(sp.name)
+			s.coverFirstRevision()
 		default:
 			return nil, wrong()
 		}
@@ -229,19 +233,37 @@ func (s *State) moveTenant(now int64, m *TenantMove) (any, error) {
 // It runs before anything is written, so a refused chunk changes nothing.
 func (s *State) importConflict(m *TenantMove) error {
 	t := s.In(m.Tenant)
+	// The chunk's leases, and whether each is anonymous.
 	inChunk := make(map[int64]bool, len(m.Leases))
 	for _, l := range m.Leases {
 		if t.getLease(l.ID) != nil {
 			return errf(ErrImportConflict, "move of tenant %s: lease %d is here already; nothing was changed", m.Tenant, l.ID)
 		}
-		inChunk[l.ID] = true
+		inChunk[l.ID] = l.Anonymous
 	}
+	anonKeys := map[int64]int64{} // keys on each anonymous lease, with the chunk's
 	for _, k := range m.Keys {
 		if t.getRecord(k.Key) != nil {
 			return errf(ErrImportConflict, "move of tenant %s: key %q is here already; nothing was changed", m.Tenant, k.Key)
 		}
-		if k.Lease != 0 && !inChunk[k.Lease] && t.getLease(k.Lease) == nil {
+		if k.Lease == 0 {
+			continue
+		}
+		anonymous, ok := inChunk[k.Lease]
+		if l := t.getLease(k.Lease); l != nil {
+			anonymous, ok = l.anonymous, true
+			if _, counted := anonKeys[k.Lease]; !counted && anonymous {
+				anonKeys[k.Lease] = l.keyCount
+			}
+		}
+		if !ok {
 			return errf(ErrImportConflict, "move of tenant %s: key %q names lease %d, which was not imported; nothing was changed", m.Tenant, k.Key, k.Lease)
+		}
+		if anonymous {
+			// An anonymous lease is one key's ttl: it holds that key alone.
+			if anonKeys[k.Lease]++; anonKeys[k.Lease] > 1 {
+				return errf(ErrImportConflict, "move of tenant %s: key %q names anonymous lease %d, which holds another key; nothing was changed", m.Tenant, k.Key, k.Lease)
+			}
 		}
 	}
 	for _, e := range m.Idempotency {
@@ -289,6 +311,42 @@ func (s *State) importChunk(sp *space, now int64, m *TenantMove) {
 	// The keys' revision is the current one, which holds no change of
 	// this space: its history starts above it.
 	t.space.hist.floor = max(t.space.hist.floor, s.revision)
+}
+
+// keylessAnonymousLease returns an anonymous lease of sp without its key,
+// which an import may hold between chunks but an active space may not.
+func keylessAnonymousLease(sp *space) (id int64, ok bool) {
+	if sp.anonymous == 0 {
+		return 0, false
+	}
+	sp.leases.Ascend(func(l *lease) bool {
+		if l.anonymous && l.keyCount == 0 {
+			id, ok = l.id, true
+		}
+		return !ok
+	})
+	return id, ok
+}
+
+// coverFirstRevision keeps revision 1 accounted for after an importing
+// space is dropped. An import into a cluster that never wrote takes
+// revision 1 without a change in any space's log (importChunk); only the
+// importing space's floor covered it, and a snapshot whose log has a
+// revision no space accounts for is refused as a hole. The default
+// space's floor takes it over: that space never had a change below it.
+func (s *State) coverFirstRevision() {
+	if s.revision == 0 {
+		return
+	}
+	covered := false
+	s.each(func(x *space) {
+		if v, ok := x.hist.byRev.Min(); x.hist.floor >= 1 || (ok && v.rev == 1) {
+			covered = true
+		}
+	})
+	if d := s.spaces[DefaultTenant]; !covered && d != nil {
+		d.hist.floor = 1
+	}
 }
 
 // thaw moves every lease of sp later by d milliseconds.

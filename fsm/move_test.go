@@ -214,6 +214,7 @@ func TestDecodeRefusesMalformedMoveSteps(t *testing.T) {
 		{Tenant: "A", Phase: MoveImport, Keys: []MovedKey{{Key: "k", Version: 1}}},
 		{Tenant: "A", Phase: MoveImport, Keys: []MovedKey{{Key: "k", Value: val(`1`)}}},
 		{Tenant: "A", Phase: MoveImport, Keys: []MovedKey{{Key: "k", Value: val(`1`), Version: 1, Lease: -1}}},
+		{Tenant: "A", Phase: MoveImport, Keys: []MovedKey{{Key: "k", Value: val(`1`), Version: schema.MaxRevision + 1}}},
 		{Tenant: "A", Phase: MoveImport, Keys: []MovedKey{key, key}},
 		{Tenant: "A", Phase: MoveImport, Idempotency: []MovedIdem{{Reply: val(`{}`)}}},
 		{Tenant: "A", Phase: MoveImport, Idempotency: []MovedIdem{{Key: "r"}}},
@@ -249,8 +250,9 @@ func TestImportConflictChangesNothing(t *testing.T) {
 	if !bytes.Equal(before, snapBytes(s)) || slices.Contains(s.Tenants(), "A") {
 		t.Fatalf("a refused first chunk changed the state; tenants %v", s.Tenants())
 	}
-	mustApply(t, s, t0, &TenantMove{Tenant: "A", Phase: MoveImport, Leases: []MovedLease{{ID: 1, TTL: 10, RemainingMS: 5}},
-		Keys: []MovedKey{{Key: "k", Value: val(`1`), Version: 1, Lease: 1}}, Idempotency: []MovedIdem{{Key: "r", Reply: val(`{}`)}}})
+	mustApply(t, s, t0, &TenantMove{Tenant: "A", Phase: MoveImport, Leases: []MovedLease{{ID: 1, TTL: 10, RemainingMS: 5}, {ID: 5, TTL: 10, Anonymous: true}},
+		Keys:        []MovedKey{{Key: "k", Value: val(`1`), Version: 1, Lease: 1}, {Key: "a", Value: val(`1`), Version: 1, Lease: 5}},
+		Idempotency: []MovedIdem{{Key: "r", Reply: val(`{}`)}}})
 	fresh := MovedLease{ID: 9, TTL: 10, RemainingMS: 5}
 	before = snapBytes(s)
 	for _, c := range []struct {
@@ -262,6 +264,10 @@ func TestImportConflictChangesNothing(t *testing.T) {
 		{`key "j" names lease 4`, &TenantMove{Leases: []MovedLease{fresh}, Keys: []MovedKey{{Key: "i", Value: val(`2`), Version: 1, Lease: 9},
 			{Key: "j", Value: val(`2`), Version: 1, Lease: 4}}}},
 		{`idempotency key "r" is here already`, &TenantMove{Leases: []MovedLease{fresh}, Idempotency: []MovedIdem{{Key: "r", Reply: val(`{}`)}}}},
+		{`key "y" names anonymous lease 8, which holds another key`, &TenantMove{Leases: []MovedLease{fresh, {ID: 8, TTL: 3, Anonymous: true}},
+			Keys: []MovedKey{{Key: "x", Value: val(`2`), Version: 1, Lease: 8}, {Key: "y", Value: val(`2`), Version: 1, Lease: 8}}}},
+		{`key "z" names anonymous lease 5, which holds another key`, &TenantMove{Leases: []MovedLease{fresh},
+			Keys: []MovedKey{{Key: "z", Value: val(`2`), Version: 1, Lease: 5}}}},
 	} {
 		c.m.Tenant, c.m.Phase = "A", MoveImport
 		r := apply(t, s, t0, c.m)
@@ -280,4 +286,63 @@ func TestImportConflictChangesNothing(t *testing.T) {
 	if err := checkInvariants(s); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A move imports an anonymous lease with the leases and its key with the
+// keys, so between the chunks the lease has no key: the state restores
+// from a snapshot then, and the tenant cannot be activated until the key
+// arrives.
+func TestImportAnonymousLeaseBeforeItsKey(t *testing.T) {
+	s := New()
+	mustApply(t, s, t0, &Put{Key: "d", Value: val(`1`)})
+	mustApply(t, s, t0, &TenantMove{Tenant: "A", Phase: MoveImport, Leases: []MovedLease{{ID: 4, TTL: 10, RemainingMS: 7000, Anonymous: true}}})
+	if err := checkInvariants(s); err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "digest after restore between chunks", stateDigest(restored(t, snap(t, s))), stateDigest(s))
+	before := snapBytes(s)
+	r := apply(t, s, t0, &TenantMove{Tenant: "A", Phase: MoveActivate, NextLeaseID: 5})
+	if !errors.Is(r.Err, ErrImportConflict) || !strings.Contains(r.Err.Error(), "anonymous lease 4 has no key") {
+		t.Fatalf("activation with a keyless anonymous lease: %v", r.Err)
+	}
+	if !bytes.Equal(before, snapBytes(s)) {
+		t.Fatal("a refused activation changed the state")
+	}
+	mustApply(t, s, t0, &TenantMove{Tenant: "A", Phase: MoveImport, Keys: []MovedKey{{Key: "t", Value: val(`1`), Version: 3, Lease: 4}}})
+	mustApply(t, s, t0, &TenantMove{Tenant: "A", Phase: MoveActivate, NextLeaseID: 5})
+	li, err := s.In("A").LeaseInfo(4, true, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "the anonymous lease's key", li.Keys, []string{"t"})
+	eq(t, "its time left", li.RemainingMS, int64(7000))
+	if err := checkInvariants(s); err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "digest after restore", stateDigest(restored(t, snap(t, s))), stateDigest(s))
+}
+
+// An import into a cluster that never wrote gives its keys revision 1,
+// not 0 (the revision of a key that does not exist); after an abort the
+// revision stays accounted for, so the state still restores.
+func TestImportIntoAFreshClusterThenAbort(t *testing.T) {
+	s := New()
+	mustApply(t, s, t0, &TenantMove{Tenant: "A", Phase: MoveImport, Keys: []MovedKey{{Key: "k", Value: val(`1`), Version: 2}}})
+	k := getKey(t, s.In("A"), "k")
+	eq(t, "imported key's revisions", []int64{k.CreateRevision, k.ModRevision, s.Revision()}, []int64{1, 1, 1})
+	mustApply(t, s, t0, &TenantMove{Tenant: "A", Phase: MoveAbort})
+	eq(t, "tenants after the abort", s.Tenants(), []string{DefaultTenant})
+	if err := checkInvariants(s); err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "digest after restore", stateDigest(restored(t, snap(t, s))), stateDigest(s))
+	// The next write is revision 2, and a reader from revision 1 sees it.
+	mustApply(t, s, t0, &Put{Key: "d", Value: val(`1`)})
+	ch, err := s.Changes(ChangesQuery{IsPrefix: true, AfterRevision: 1, AfterOpIndex: -1, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "changes after revision 1", len(ch.Events), 1)
+	eq(t, "at revision", ch.Events[0].Revision, int64(2))
+	eq(t, "digest after restore", stateDigest(restored(t, snap(t, s))), stateDigest(s))
 }

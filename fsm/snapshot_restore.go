@@ -406,14 +406,15 @@ func (rs *restorer) readIdempotency(src snapshotSource) error {
 }
 
 // buildLeases gives each lease its key count, checks that an anonymous
-// lease holds exactly its one key, and builds the lease, deadline and
-// attachment trees.
+// lease holds exactly its one key (or, in a space being imported, at most
+// one: its key may come in a later chunk), and builds the lease, deadline
+// and attachment trees.
 func (rs *restorer) buildLeases() error {
 	s := rs.s
 	for i, l := range rs.leases {
 		l.keyCount = rs.counts[i]
 		if l.anonymous {
-			if l.keyCount != 1 {
+			if l.keyCount != 1 && (l.keyCount != 0 || rs.h.Status != tenantImporting) {
 				return fmt.Errorf("%w: anonymous lease %d has %d keys, not 1", ErrBadSnapshot, l.id, l.keyCount)
 			}
 			s.anonymous++

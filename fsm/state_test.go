@@ -235,7 +235,20 @@ func FuzzDecodeApply(f *testing.F) {
 		if r.Err != nil && errors.Is(r.Err, ErrBadCommand) {
 			t.Fatalf("decoded entry failed to apply: %v", r.Err)
 		}
+		checkAppliedState(t, s)
 	})
+}
+
+// checkAppliedState: whatever an entry did, the state is consistent and a
+// snapshot of it restores to the same state.
+func checkAppliedState(t *testing.T, s *State) {
+	t.Helper()
+	if err := checkInvariants(s); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := stateDigest(restored(t, snap(t, s))), stateDigest(s); got != want {
+		t.Fatalf("restored state differs:\n%s\nwant\n%s", got, want)
+	}
 }
 
 // checkEntryLikeSingles: ApplyEntry of any entry either fails as a whole

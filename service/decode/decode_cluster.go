@@ -166,8 +166,8 @@ func (d *Decoder) TenantMove(data []byte) (*fsm.TenantMove, *schema.Error) {
 	}
 	m := &fsm.TenantMove{Tenant: req.Tenant, Phase: phase, To: req.To, NextLeaseID: req.NextLeaseID}
 	for i, l := range req.Leases {
-		if l.ID < 1 || l.ID > fsm.MaxLeaseID || l.TTL < 1 || l.RemainingMS < 0 {
-			return nil, Invalid("leases[%d]: id must be from 1 to %d, ttl 1 or more and remaining_ms 0 or more", i, int64(fsm.MaxLeaseID))
+		if l.ID < 1 || l.ID > fsm.MaxLeaseID || l.TTL < 1 || l.TTL > schema.MaxTTL || l.RemainingMS < 0 || l.RemainingMS > schema.MaxTTL*1000 {
+			return nil, Invalid("leases[%d]: id must be from 1 to %d, ttl from 1 to %d and remaining_ms from 0 to %d", i, int64(fsm.MaxLeaseID), schema.MaxTTL, schema.MaxTTL*1000)
 		}
 		meta, e := compactObject(fmt.Sprintf("leases[%d].metadata", i), l.Metadata, d.maxMetadataBytes)
 		if e != nil {
@@ -179,8 +179,8 @@ func (d *Decoder) TenantMove(data []byte) (*fsm.TenantMove, *schema.Error) {
 		if err := subjects.ValidateKey(k.Key, d.maxKeyBytes); err != nil {
 			return nil, Invalid("keys[%d].key %v", i, err)
 		}
-		if k.Version < 1 || k.Lease < 0 || k.Lease > fsm.MaxLeaseID {
-			return nil, Invalid("keys[%d]: version must be 1 or more and lease from 0 to %d", i, int64(fsm.MaxLeaseID))
+		if k.Version < 1 || k.Version > schema.MaxRevision || k.Lease < 0 || k.Lease > fsm.MaxLeaseID {
+			return nil, Invalid("keys[%d]: version must be from 1 to %d and lease from 0 to %d", i, int64(schema.MaxRevision), int64(fsm.MaxLeaseID))
 		}
 		value, e := compactField(fmt.Sprintf("keys[%d].value", i), k.Value)
 		if e != nil {
