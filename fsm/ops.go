@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 
@@ -73,6 +74,9 @@ var ops = [...]opSpec{
 		func(w encoder, b *Grant) encoder { w.varint(b.ID); w.varint(b.TTL); w.bytes(b.Metadata); return w },
 		func(d decoder) (*Grant, decoder) {
 			b := &Grant{ID: d.varint(), TTL: d.ttl(), Metadata: d.json()}
+			if d.err == nil && b.TTL == 0 {
+				d.err = errors.New("grant without a ttl")
+			}
 			return b, d
 		},
 		applyReply((*State).grant)),

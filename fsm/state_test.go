@@ -488,6 +488,7 @@ func TestDecodeRefusesClockTTLAndKeyOutOfRange(t *testing.T) {
 		{-1, &Grant{TTL: 1}},
 		{maxNow + 1, &Grant{TTL: 1}},
 		{t0, &Grant{TTL: -1}},
+		{t0, &Grant{TTL: 0}},
 		{t0, &Grant{TTL: schema.MaxTTL + 1}},
 		{t0, &KeepAlive{ID: 1, TTL: schema.MaxTTL + 1}},
 		{t0, &Put{Key: "k", Value: val(`1`), TTL: -2}},
