@@ -336,6 +336,12 @@ func TestImportIntoAFreshClusterThenAbort(t *testing.T) {
 		t.Fatal(err)
 	}
 	eq(t, "digest after restore", stateDigest(restored(t, snap(t, s))), stateDigest(s))
+	// The default space's floor took revision 1 over: a reader from 0 is
+	// told to read from 1, where it misses nothing.
+	eq(t, "the default floor", s.CompactRevision(), int64(1))
+	if _, err := s.Changes(ChangesQuery{IsPrefix: true, AfterOpIndex: -1, Limit: 10}); !errors.Is(err, ErrCompacted) || !strings.Contains(err.Error(), "read again from 1") {
+		t.Fatalf("changes after 0: %v", err)
+	}
 	// The next write is revision 2, and a reader from revision 1 sees it.
 	mustApply(t, s, t0, &Put{Key: "d", Value: val(`1`)})
 	ch, err := s.Changes(ChangesQuery{IsPrefix: true, AfterRevision: 1, AfterOpIndex: -1, Limit: 10})
@@ -344,5 +350,29 @@ func TestImportIntoAFreshClusterThenAbort(t *testing.T) {
 	}
 	eq(t, "changes after revision 1", len(ch.Events), 1)
 	eq(t, "at revision", ch.Events[0].Revision, int64(2))
+	eq(t, "digest after restore", stateDigest(restored(t, snap(t, s))), stateDigest(s))
+}
+
+// The default floor takes revision 1 over only when nothing else accounts
+// for it: not when the default tenant wrote revision 1, nor while another
+// importing space's floor covers it.
+func TestAbortLeavesTheFloorWhenRevisionOneIsOwned(t *testing.T) {
+	s := New()
+	mustApply(t, s, t0, &Put{Key: "d", Value: val(`1`)})
+	mustApply(t, s, t0, &TenantMove{Tenant: "A", Phase: MoveImport, Keys: []MovedKey{{Key: "k", Value: val(`1`), Version: 1}}})
+	mustApply(t, s, t0, &TenantMove{Tenant: "A", Phase: MoveAbort})
+	eq(t, "the default floor after the default wrote revision 1", s.CompactRevision(), int64(0))
+	eq(t, "digest after restore", stateDigest(restored(t, snap(t, s))), stateDigest(s))
+
+	s = New()
+	for _, tenant := range []string{"A", "B"} {
+		mustApply(t, s, t0, &TenantMove{Tenant: tenant, Phase: MoveImport, Keys: []MovedKey{{Key: "k", Value: val(`1`), Version: 1}}})
+	}
+	eq(t, "revision after two imports", s.Revision(), int64(1))
+	mustApply(t, s, t0, &TenantMove{Tenant: "A", Phase: MoveAbort})
+	eq(t, "the default floor while B covers revision 1", s.CompactRevision(), int64(0))
+	eq(t, "digest after restore", stateDigest(restored(t, snap(t, s))), stateDigest(s))
+	mustApply(t, s, t0, &TenantMove{Tenant: "B", Phase: MoveAbort})
+	eq(t, "the default floor once nothing else does", s.CompactRevision(), int64(1))
 	eq(t, "digest after restore", stateDigest(restored(t, snap(t, s))), stateDigest(s))
 }
