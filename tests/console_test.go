@@ -388,6 +388,29 @@ func TestConsoleEventStream(t *testing.T) {
 
 	stopResumed()
 
+	// A page opened when the compaction floor is the present revision
+	// streams what comes next: its watch must not start below the floor.
+	var compacted schema.KVCompactReply
+	c.ok(subjects.KVCompact, map[string]any{"revision": last}, &compacted)
+	if compacted.CompactRevision != last {
+		t.Fatalf("compact to %d: floor %d", last, compacted.CompactRevision)
+	}
+	code, events, stopFresh := openEvents(t, base, auth, "fresh.", "")
+	if code != http.StatusOK {
+		t.Fatalf("a page at the floor: %d", code)
+	}
+	next := c.put("fresh.a", 5, 0)
+	select {
+	case ev, ok := <-events:
+		var e schema.Event
+		if !ok || json.Unmarshal([]byte(ev.data), &e) != nil || ev.id != fmt.Sprintf("%d.0", next) || e.Key != "fresh.a" {
+			t.Fatalf("stream opened at the floor: %+v (open %v), want id %d.0 for fresh.a", ev, ok, next)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("stream opened at the floor: no event %d.0 within 20 s", next)
+	}
+	stopFresh()
+
 	// Sixteen streams at once, and no more.
 	var stops []func()
 	for i := 0; ; i++ {

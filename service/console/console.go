@@ -351,9 +351,16 @@ func (c *console) apiEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		after = eventID{rev: now.Revision, op: math.MaxInt32} // none of that revision's ops
 	}
-	// The watch starts after a whole revision; the ops of after.rev that
-	// the page already has are skipped below.
-	watcher, err := c.o.Client.Watch(ctx, prefix, true, max(after.rev-1, 0))
+	// The watch starts after a whole revision: after.rev itself when the
+	// page wants none of its ops, which keeps a page opened at the
+	// compaction floor (a compaction to the present, a tenant just moved
+	// in) from asking for what is compacted. Otherwise after the revision
+	// before, and the ops the page already has are skipped below.
+	from := after.rev
+	if after.op != math.MaxInt32 {
+		from = max(after.rev-1, 0)
+	}
+	watcher, err := c.o.Client.Watch(ctx, prefix, true, from)
 	if err != nil {
 		http.Error(w, "watch: "+err.Error(), http.StatusBadGateway)
 		return
