@@ -228,9 +228,9 @@ func (s *State) moveTenant(now int64, m *TenantMove) (any, error) {
 }
 
 // importConflict returns the error of a chunk that names what the tenant
-// holds here already, or attaches a key to a lease neither the tenant nor
-// the chunk holds.
-// It runs before anything is written, so a refused chunk changes nothing.
+// holds here already, attaches a key to a lease neither the tenant nor the
+// chunk holds, or gives an anonymous lease a second key. It runs before
+// anything is written, so a refused chunk changes nothing.
 func (s *State) importConflict(m *TenantMove) error {
 	t := s.In(m.Tenant)
 	// The chunk's leases, and whether each is anonymous.
@@ -241,7 +241,7 @@ func (s *State) importConflict(m *TenantMove) error {
 		}
 		inChunk[l.ID] = l.Anonymous
 	}
-	anonKeys := map[int64]int64{} // keys on each anonymous lease, with the chunk's
+	anonKeys := map[int64]int64{} // the chunk's keys on each lease
 	for _, k := range m.Keys {
 		if t.getRecord(k.Key) != nil {
 			return errf(ErrImportConflict, "move of tenant %s: key %q is here already; nothing was changed", m.Tenant, k.Key)
@@ -250,20 +250,16 @@ func (s *State) importConflict(m *TenantMove) error {
 			continue
 		}
 		anonymous, ok := inChunk[k.Lease]
+		var held int64 // keys the lease holds here already
 		if l := t.getLease(k.Lease); l != nil {
-			anonymous, ok = l.anonymous, true
-			if _, counted := anonKeys[k.Lease]; !counted && anonymous {
-				anonKeys[k.Lease] = l.keyCount
-			}
+			anonymous, ok, held = l.anonymous, true, l.keyCount
 		}
 		if !ok {
 			return errf(ErrImportConflict, "move of tenant %s: key %q names lease %d, which was not imported; nothing was changed", m.Tenant, k.Key, k.Lease)
 		}
-		if anonymous {
-			// An anonymous lease is one key's ttl: it holds that key alone.
-			if anonKeys[k.Lease]++; anonKeys[k.Lease] > 1 {
-				return errf(ErrImportConflict, "move of tenant %s: key %q names anonymous lease %d, which holds another key; nothing was changed", m.Tenant, k.Key, k.Lease)
-			}
+		// An anonymous lease is one key's ttl: it holds that key alone.
+		if anonKeys[k.Lease]++; anonymous && held+anonKeys[k.Lease] > 1 {
+			return errf(ErrImportConflict, "move of tenant %s: key %q names anonymous lease %d, which holds another key; nothing was changed", m.Tenant, k.Key, k.Lease)
 		}
 	}
 	for _, e := range m.Idempotency {
