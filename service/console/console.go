@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/concord-io/concord/client"
@@ -93,8 +94,9 @@ const pageLimit = 500
 // must not make the leader list a lease's hundred thousand keys. A lease
 // with more shows their count.
 const (
-	leaseKeysLimit = 50
-	leaseKeysShown = 20
+	leaseKeysLimit   = 50
+	leaseKeysShown   = 20
+	leaseKeysReaders = 8
 )
 
 // maxStreams bounds the event streams open at once, each a watch on the
@@ -303,18 +305,7 @@ func (c *console) apiLeases(w http.ResponseWriter, r *http.Request) {
 	list, err := c.o.Client.LeaseList(ctx, schema.LeaseListRequest{IncludeAnonymous: true, Limit: pageLimit})
 	if err == nil {
 		out.Leases, out.More = list.Leases, list.More
-		withKeys := 0
-		for i := range out.Leases {
-			l := &out.Leases[i]
-			if l.KeyCount == 0 || l.KeyCount > leaseKeysShown || withKeys == leaseKeysLimit {
-				continue
-			}
-			withKeys++
-			info, err := c.o.Client.LeaseInfo(ctx, schema.LeaseInfoRequest{ID: l.ID, Keys: true})
-			if err == nil {
-				l.Keys = info.Keys
-			}
-		}
+		c.readLeaseKeys(ctx, out.Leases)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	if err != nil {
@@ -322,6 +313,31 @@ func (c *console) apiLeases(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusBadGateway)
 	}
 	_ = json.NewEncoder(w).Encode(out)
+}
+
+// readLeaseKeys fills in the keys of the first leaseKeysLimit leases that
+// have some and at most leaseKeysShown, leaseKeysReaders requests at a
+// time: one after another they would cost the page a round trip each. A
+// lease whose keys cannot be read is shown without them.
+func (c *console) readLeaseKeys(ctx context.Context, leases []schema.LeaseInfo) {
+	readers := make(chan struct{}, leaseKeysReaders)
+	var wg sync.WaitGroup
+	withKeys := 0
+	for i := range leases {
+		l := &leases[i]
+		if l.KeyCount == 0 || l.KeyCount > leaseKeysShown || withKeys == leaseKeysLimit {
+			continue
+		}
+		withKeys++
+		readers <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-readers }()
+			if info, err := c.o.Client.LeaseInfo(ctx, schema.LeaseInfoRequest{ID: l.ID, Keys: true}); err == nil {
+				l.Keys = info.Keys
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // apiEvents streams the events of the keys under ?prefix= (every key
